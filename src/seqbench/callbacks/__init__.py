@@ -1,0 +1,5 @@
+"""Lightning callbacks of seqbench's own (the rest come straight from Lightning)."""
+
+from seqbench.callbacks.run_stats import RunStats
+
+__all__ = ["RunStats"]

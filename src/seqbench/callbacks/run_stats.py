@@ -1,0 +1,76 @@
+"""Training speed and memory, measured the way the comparison tables need them.
+
+Lightning's `ThroughputMonitor` reports a sliding window per step and synchronises the GPU every
+step; the tables need run totals instead: training tokens per second over the whole run (time spent
+in validation excluded, the first `warmup_steps` excluded so start-up costs do not count), mean
+milliseconds per batch, peak memory, and wall time. They are logged as `train/tokens_per_s`,
+`train/ms_per_batch` and `peak_mem_mb`, and kept on the callback for `metrics.json`.
+"""
+
+from __future__ import annotations
+
+import resource
+import sys
+import time
+
+import lightning as L
+import torch
+
+
+def peak_memory_mb(device: torch.device) -> float:
+    """Peak GPU memory allocated by tensors, or the process' peak resident set size on the CPU."""
+    if device.type == "cuda":
+        return torch.cuda.max_memory_allocated(device) / 2**20
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return rss / 2**20 if sys.platform == "darwin" else rss / 2**10  # bytes on macOS, KiB on Linux
+
+
+class RunStats(L.Callback):
+    def __init__(self, warmup_steps: int = 5) -> None:
+        self.warmup_steps = warmup_steps
+        self.tokens = 0
+        self.train_seconds = 0.0
+        self.batches = 0
+        self.fit_start: float | None = None
+        self.wall_time_s = 0.0
+        self._t0: float | None = None
+        self._seen = 0
+
+    def on_fit_start(self, trainer, pl_module) -> None:
+        self.fit_start = time.perf_counter()
+
+    def on_train_batch_start(self, trainer, pl_module, batch, batch_idx) -> None:
+        self._sync(pl_module)
+        self._t0 = time.perf_counter()
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
+        self._seen += 1
+        if self._seen <= self.warmup_steps or self._t0 is None:
+            return
+        self._sync(pl_module)
+        self.train_seconds += time.perf_counter() - self._t0
+        self.tokens += pl_module.task.count_tokens(batch) * trainer.world_size
+        self.batches += 1
+
+    def on_train_epoch_end(self, trainer, pl_module) -> None:
+        if self.train_seconds > 0:
+            pl_module.log_dict(self.summary(pl_module, include_wall=False), rank_zero_only=True)
+
+    def on_fit_end(self, trainer, pl_module) -> None:
+        if self.fit_start is not None:
+            self.wall_time_s = time.perf_counter() - self.fit_start
+
+    @staticmethod
+    def _sync(pl_module) -> None:
+        if pl_module.device.type == "cuda":
+            torch.cuda.synchronize(pl_module.device)
+
+    def summary(self, pl_module, include_wall: bool = True) -> dict[str, float]:
+        out = {
+            "train/tokens_per_s": self.tokens / self.train_seconds if self.train_seconds else float("nan"),
+            "train/ms_per_batch": 1000 * self.train_seconds / self.batches if self.batches else float("nan"),
+            "peak_mem_mb": peak_memory_mb(pl_module.device),
+        }
+        if include_wall:
+            out["fit_time_s"] = self.wall_time_s
+        return out

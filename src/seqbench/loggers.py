@@ -1,0 +1,55 @@
+"""Weights & Biases that works with no account and no network.
+
+`mode: auto` runs online only when an API key is configured and the W&B server answers; otherwise
+it runs offline, writes the run under the run directory, and says in one line how to upload it
+later (`wandb sync`). Each job of a Hydra multirun is its own W&B run, grouped by the sweep.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+from pathlib import Path
+from typing import Literal
+
+from lightning.pytorch.loggers import WandbLogger
+
+log = logging.getLogger(__name__)
+
+
+def _has_api_key() -> bool:
+    if os.environ.get("WANDB_API_KEY"):
+        return True
+    netrc = Path(os.environ.get("NETRC", Path.home() / ".netrc"))
+    return netrc.is_file() and "api.wandb.ai" in netrc.read_text(errors="ignore")
+
+
+def _server_reachable(host: str = "api.wandb.ai", port: int = 443, timeout: float = 2.0) -> bool:
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            return True
+    except OSError:
+        return False
+
+
+def resolve_mode(mode: str) -> str:
+    """'auto' -> 'online' or 'offline'; an explicit WANDB_MODE in the environment wins."""
+    env = os.environ.get("WANDB_MODE")
+    if env in ("online", "offline", "disabled"):
+        return env
+    if mode != "auto":
+        return mode
+    return "online" if _has_api_key() and _server_reachable() else "offline"
+
+
+def wandb_logger(project: str, save_dir: str, name: str | None = None, group: str | None = None,
+                 tags: list[str] | None = None, mode: Literal["auto", "online", "offline", "disabled"] = "auto",
+                 entity: str | None = None, log_model: bool = False) -> WandbLogger:
+    mode = resolve_mode(mode)
+    Path(save_dir).mkdir(parents=True, exist_ok=True)
+    if mode == "offline":
+        log.info("W&B is offline (no API key or no network): upload later with `wandb sync %s/wandb/offline-run-*`",
+                 save_dir)
+    return WandbLogger(project=project, name=name, group=group, tags=list(tags or []), save_dir=save_dir,
+                       offline=mode == "offline", mode=mode, entity=entity, log_model=log_model)

@@ -1,0 +1,1 @@
+"""One LightningModule per architecture family; shared behaviour lives in `base.SeqModel`."""

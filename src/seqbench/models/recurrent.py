@@ -1,0 +1,90 @@
+"""The recurrent family: vanilla RNN (tanh/relu), LSTM and GRU, one LightningModule for all three.
+
+On `lm` it is a stateful language model trained with truncated BPTT (Lightning's LSTM demo, the
+word_language_model example): the hidden state lives on the module, is detached after every window
+and reset when a stream starts again (window 0). Training, validation and test each keep their own
+state, so a validation pass in the middle of an epoch does not disturb the training stream, and the
+training state is saved in checkpoints so a resumed run continues the stream exactly.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Literal
+
+import torch
+
+from seqbench.data.spec import TaskSpec
+from seqbench.models.base import SeqModel
+from seqbench.nn.recurrent_lm import RecurrentLM, detach_state, map_state
+from seqbench.nn.sampling import sample_next
+
+
+class RecurrentModel(SeqModel):
+    lm_batching = "stream"
+
+    def __init__(
+        self,
+        spec: TaskSpec,
+        optimizer: Callable,
+        scheduler: Callable | None = None,
+        scheduler_interval: str = "epoch",
+        scheduler_monitor: str | None = None,
+        cell: Literal["rnn", "lstm", "gru"] = "lstm",
+        nonlinearity: Literal["tanh", "relu"] = "tanh",
+        embedding_size: int = 200,
+        hidden_size: int = 200,
+        num_layers: int = 2,
+        dropout: float = 0.0,
+        embedding_dropout: float | None = None,
+        output_dropout: float | None = None,
+        tie_weights: bool = False,
+        init_range: float | None = 0.1,
+        impl: Literal["fused", "reference"] = "fused",
+    ) -> None:
+        super().__init__(spec, optimizer, scheduler, scheduler_interval, scheduler_monitor)
+        self.save_hyperparameters(ignore=["spec", "optimizer", "scheduler"])
+        self.net = RecurrentLM(spec.vocab_size, cell, embedding_size, hidden_size, num_layers, dropout,
+                               embedding_dropout, output_dropout, tie_weights, init_range, nonlinearity, impl)
+        self._state: dict[str, object] = {}
+
+    # -- lm ---------------------------------------------------------------------------------------
+    def lm_logits(self, batch: dict, stage: str) -> torch.Tensor:
+        tokens = batch["input"]
+        state = None if batch.get("window", 0) == 0 else self._state.get(stage)
+        state = map_state(lambda s: s.to(tokens.device), state)  # a resumed state arrives on the CPU
+        logits, state = self.net(tokens, state)
+        self._state[stage] = detach_state(state)
+        return logits
+
+    @torch.no_grad()
+    def generate(self, prompt: torch.Tensor, max_new_tokens: int, temperature: float = 1.0,
+                 top_k: int | None = None) -> torch.Tensor:
+        """prompt (B, T) -> (B, T + max_new_tokens); the state makes each new token O(1)."""
+        self.eval()
+        logits, state = self.net(prompt)
+        out = [prompt]
+        for _ in range(max_new_tokens):
+            token = sample_next(logits[:, -1], temperature, top_k)  # (B, 1)
+            out.append(token)
+            logits, state = self.net(token, state)
+        return torch.cat(out, dim=1)
+
+    # -- checkpoints carry the training stream's state ------------------------------------------
+    # Under DDP each rank holds the state of its own rows (its shard of the stream). Every rank runs
+    # this hook, so the rows are gathered into the full batch here and sliced back on load, which
+    # also lets a run resume on another number of processes.
+    def on_save_checkpoint(self, checkpoint: dict) -> None:
+        super().on_save_checkpoint(checkpoint)
+        state = self._state.get("train")
+        if state is not None and self.trainer is not None and self.trainer.world_size > 1:
+            state = map_state(lambda s: torch.cat(list(self.all_gather(s)), dim=1), state)  # (L, B, H)
+        checkpoint["train_state"] = map_state(lambda s: s.cpu(), state)
+
+    def on_load_checkpoint(self, checkpoint: dict) -> None:
+        super().on_load_checkpoint(checkpoint)
+        state = checkpoint.get("train_state")
+        if state is not None and self._trainer is not None and self.trainer.world_size > 1:
+            rank, world = self.trainer.global_rank, self.trainer.world_size
+            state = map_state(lambda s: s.chunk(world, dim=1)[rank].clone(), state)
+        self._state["train"] = state

@@ -1,0 +1,140 @@
+"""From a composed config to a trained, tested model and a `metrics.json`: what `src/train.py` runs.
+
+The order is chosen so that everything a user can get wrong fails before any work: the config is
+checked against the constructors' signatures and the model/data pair against the tasks the family
+supports, then data is prepared, the model built from the data's `TaskSpec`, and only then does
+training start. Every run directory ends with `metrics.json` — the final metrics under their logged
+names plus what is needed to compare runs (params, wall time, tokens/s, device, git commit,
+overrides) — also when the run fails, so a sweep's failed job is visible beside the others.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+import hydra
+import lightning as L
+import torch
+from omegaconf import DictConfig, OmegaConf
+
+from seqbench.callbacks import RunStats
+from seqbench.config_check import check_config
+
+log = logging.getLogger(__name__)
+
+
+def git_commit(root: Path) -> str | None:
+    try:
+        out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=root, capture_output=True, text=True,
+                             timeout=5)
+        return out.stdout.strip() or None
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def _scalar(value: Any) -> Any:
+    if isinstance(value, torch.Tensor):
+        value = value.item()
+    if isinstance(value, float) and not math.isfinite(value):
+        return None  # JSON has no NaN; a missing number reads as null
+    return value
+
+
+def write_metrics(path: Path, metrics: dict[str, Any]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps({k: _scalar(v) for k, v in metrics.items()}, indent=2, sort_keys=True) + "\n")
+    tmp.replace(path)
+
+
+def instantiate_list(node: DictConfig | None) -> list:
+    return [hydra.utils.instantiate(c) for c in (node or {}).values() if c is not None and "_target_" in c]
+
+
+def build(cfg: DictConfig, choices: dict | None = None):
+    """Checked config -> (datamodule, model); the data is set up first because the model reads its spec."""
+    check_config(cfg, choices)
+    datamodule = hydra.utils.instantiate(cfg.data)
+    datamodule.prepare_data()
+    datamodule.setup("fit")
+    model = hydra.utils.instantiate(cfg.model, spec=datamodule.spec)
+    return datamodule, model
+
+
+def train(cfg: DictConfig, output_dir: Path, choices: dict | None = None, overrides: list[str] | None = None) -> dict:
+    """Fit, test from the best checkpoint, and write `metrics.json`; returns the metrics."""
+    started = time.time()
+    metrics: dict[str, Any] = {"status": "running", "overrides": " ".join(overrides or [])}
+    metrics_path = output_dir / "metrics.json"
+    try:
+        if cfg.get("seed") is not None:
+            L.seed_everything(cfg.seed, workers=True)
+        torch.set_float32_matmul_precision(cfg.get("matmul_precision", "high"))
+        datamodule, model = build(cfg, choices)
+        callbacks = instantiate_list(cfg.get("callbacks"))
+        loggers = instantiate_list(cfg.get("logger"))
+        trainer: L.Trainer = hydra.utils.instantiate(cfg.trainer, callbacks=callbacks, logger=loggers or False)
+        params = model.num_params()
+        metrics.update(params=params, params_non_embedding=model.num_params(non_embedding=True))
+        log.info("%s: %s parameters (%s without embeddings)", type(model).__name__, f"{params:,}",
+                 f"{metrics['params_non_embedding']:,}")
+        for logger in trainer.loggers:
+            logger.log_hyperparams({"params": params, "params_non_embedding": metrics["params_non_embedding"],
+                                    **OmegaConf.to_container(cfg, resolve=True)})
+        if cfg.get("train", True):
+            trainer.fit(model, datamodule=datamodule, ckpt_path=cfg.get("ckpt_path"))
+        metrics.update({k: v for k, v in trainer.callback_metrics.items()})
+        if cfg.get("test", True):
+            best = trainer.checkpoint_callback.best_model_path if trainer.checkpoint_callback else ""
+            if cfg.get("train", True) and not best:
+                log.warning("no best checkpoint was saved; testing the current weights")
+            results = trainer.test(model, datamodule=datamodule, ckpt_path=best or None)
+            metrics.update(results[0] if results else {})
+            metrics["tested_checkpoint"] = best or None
+        stats = next((c for c in trainer.callbacks if isinstance(c, RunStats)), None)
+        if stats is not None:
+            metrics.update(stats.summary(model))
+            metrics["tokens_per_s"] = metrics["train/tokens_per_s"]
+        metrics.update(status="completed", device=_device_name(trainer), world_size=trainer.world_size)
+        return metrics
+    except BaseException as exc:
+        metrics.update(status="failed", error=f"{type(exc).__name__}: {exc}")
+        raise
+    finally:
+        metrics["wall_time_s"] = time.time() - started
+        metrics["git_commit"] = git_commit(Path(__file__).resolve().parent)
+        if _is_rank_zero():
+            write_metrics(metrics_path, metrics)
+        _finish_wandb()
+
+
+def _device_name(trainer: L.Trainer) -> str:
+    device = trainer.strategy.root_device
+    if device.type == "cuda":
+        return f"{torch.cuda.get_device_name(device)} x{trainer.world_size}"
+    import platform
+
+    return f"cpu ({platform.processor() or platform.machine()}, {torch.get_num_threads()} threads) x{trainer.world_size}"
+
+
+def _is_rank_zero() -> bool:
+    from lightning.fabric.utilities.rank_zero import rank_zero_only
+
+    return getattr(rank_zero_only, "rank", 0) == 0
+
+
+def _finish_wandb() -> None:
+    """Close the W&B run so the next job of a multirun starts a run of its own."""
+    import sys
+
+    if "wandb" in sys.modules:
+        import wandb
+
+        if wandb.run is not None:
+            wandb.finish()

@@ -1,0 +1,66 @@
+"""Language modelling: next-token cross-entropy and perplexity over every target token.
+
+Perplexity is exp(total NLL / total target tokens) over the whole split. It is accumulated as a
+token-weighted mean of the NLL in a torchmetrics `MeanMetric` (float64), whose sums are reduced
+across DDP ranks before the division — so the number is exact under any number of processes, and
+it is never a mean of per-batch perplexities. Targets equal to `IGNORE_INDEX` (padding) count for
+nothing.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torchmetrics import MeanMetric
+
+from seqbench.data.streams import IGNORE_INDEX
+
+STAGES = ("train", "val", "test")
+
+
+def token_nll(logits: torch.Tensor, target: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Summed NLL (float32 even under bf16 autocast) and the number of scored tokens."""
+    nll = F.cross_entropy(logits.flatten(0, -2).float(), target.flatten(), ignore_index=IGNORE_INDEX,
+                          reduction="sum")
+    return nll, (target != IGNORE_INDEX).sum()
+
+
+class LanguageModelling(nn.Module):
+    name = "lm"
+    method = "lm_logits"  # what a family implements to support this task
+    monitor = ("val/loss", "min")  # what checkpoints, early stopping and sweeps optimise
+
+    def __init__(self) -> None:
+        super().__init__()
+        # one metric object per stage (ModuleDict keys may not be "train": nn.Module.train exists)
+        self.train_nll, self.val_nll, self.test_nll = (MeanMetric().set_dtype(torch.float64) for _ in STAGES)
+
+    def count_tokens(self, batch: dict) -> int:
+        return int((batch["target"] != IGNORE_INDEX).sum())
+
+    def step(self, model, batch: dict, stage: str) -> torch.Tensor:
+        logits = model.lm_logits(batch, stage)  # (B, T, V)
+        nll, n = token_nll(logits, batch["target"])
+        loss = nll / n.clamp_min(1)
+        self.nll(stage).update(loss.detach(), weight=n)
+        if stage == "train":
+            model.log("train/loss", loss, prog_bar=True)
+            model.log("train/ppl", loss.detach().exp(), prog_bar=True)
+        return loss
+
+    def nll(self, stage: str) -> MeanMetric:
+        return getattr(self, f"{stage}_nll")
+
+    def reset(self, stage: str) -> None:
+        self.nll(stage).reset()
+
+    def epoch_end(self, model, stage: str) -> None:
+        metric = self.nll(stage)
+        if metric.update_count == 0:
+            return
+        nll = metric.compute().float()
+        suffix = "_epoch" if stage == "train" else ""
+        model.log(f"{stage}/loss{suffix}", nll, sync_dist=True)
+        model.log(f"{stage}/ppl{suffix}", nll.exp(), sync_dist=True, prog_bar=stage == "val")
+        metric.reset()

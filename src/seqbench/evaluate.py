@@ -1,0 +1,69 @@
+"""Evaluate a saved checkpoint on a split, and sample from it: what `src/eval.py` runs.
+
+The model and data configs come from the run that wrote the checkpoint (its `.hydra/config.yaml`),
+so a checkpoint is evaluated with exactly the vocabulary and batching it was trained with; only
+the data options given on the command line (e.g. `data.eval_batch_size=1`) change. Evaluation
+uses the `trainer` group of this command, so `trainer=ddp_cpu` evaluates with two processes.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import hydra
+import lightning as L
+import torch
+from omegaconf import DictConfig, OmegaConf
+
+from seqbench.config_check import check_ckpt_path
+from seqbench.errors import ConfigError
+from seqbench.run import _is_rank_zero, build, write_metrics
+
+log = logging.getLogger(__name__)
+
+
+def run_config(cfg: DictConfig) -> DictConfig:
+    """The training run's config, with this command's data overrides merged in."""
+    check_ckpt_path(cfg.ckpt_path)
+    run_dir = Path(cfg.run_dir) if cfg.get("run_dir") else Path(cfg.ckpt_path).resolve().parent.parent
+    saved = run_dir / ".hydra" / "config.yaml"
+    if not saved.is_file():
+        raise ConfigError(f"{saved} not found: pass run_dir=<the run directory that wrote {cfg.ckpt_path}>.")
+    run_cfg = OmegaConf.load(saved)
+    run_cfg.paths = cfg.paths  # resolve paths (data dir, outputs) on this machine, not the old one
+    run_cfg.data = OmegaConf.merge(run_cfg.data, cfg.get("data") or {})
+    run_cfg.trainer = cfg.trainer
+    return run_cfg
+
+
+def evaluate(cfg: DictConfig, output_dir: Path) -> dict:
+    L.seed_everything(cfg.seed, workers=True)
+    if cfg.split not in ("valid", "test"):
+        raise ConfigError(f"split={cfg.split} is not a split; choose valid or test.")
+    run_cfg = run_config(cfg)
+    datamodule, model = build(run_cfg)
+    state = torch.load(cfg.ckpt_path, map_location="cpu", weights_only=True)
+    model.load_state_dict(state["state_dict"])
+    trainer: L.Trainer = hydra.utils.instantiate(cfg.trainer, logger=False, enable_checkpointing=False,
+                                                 default_root_dir=str(output_dir))
+    run = trainer.validate if cfg.split == "valid" else trainer.test
+    results = run(model, datamodule=datamodule, verbose=True)
+    metrics = dict(results[0]) if results else {}
+    metrics.update(ckpt_path=str(cfg.ckpt_path), split=cfg.split, world_size=trainer.world_size)
+    if cfg.sample.prompt is not None and _is_rank_zero():
+        metrics["samples"] = sample(model, datamodule.spec.tokenizer, cfg.sample)
+        (output_dir / "samples.txt").write_text("\n\n".join(metrics["samples"]) + "\n")
+        for text in metrics["samples"]:
+            print(f"--- sample ---\n{text}")
+    if _is_rank_zero():
+        write_metrics(output_dir / "eval_metrics.json", metrics)
+    return metrics
+
+
+def sample(model, tokenizer, opts: DictConfig) -> list[str]:
+    if not hasattr(model, "generate"):
+        raise ConfigError(f"{type(model).__name__} cannot generate text.")
+    prompt = tokenizer.encode(opts.prompt).unsqueeze(0).repeat(opts.num_samples, 1).to(model.device)
+    out = model.generate(prompt, opts.max_new_tokens, temperature=opts.temperature, top_k=opts.top_k)
+    return [tokenizer.decode(row.tolist()) for row in out]

@@ -16,7 +16,7 @@ from seqbench.run import train
 
 RESUME = TINY + TINY_RNN + [
     "trainer.limit_train_batches=null", "data.batch_size=4", "data.bptt=8", "model.dropout=0.3",
-    "test=false", "callbacks.step_checkpoint.every_n_train_steps=4", "scheduler=warmup_cosine",
+    "test=false", "callbacks.step_checkpoint.every_n_train_steps=4", "model/scheduler=warmup_cosine",
     "model.scheduler.warmup_steps=3", "+model.scheduler.total_steps=20",
 ]
 

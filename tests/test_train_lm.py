@@ -18,8 +18,8 @@ def test_tiny_lstm_overfits_a_ptb_slice_far_below_unigram_entropy(cfg_factory, t
     # the first 4 x 16 tokens of four PTB columns, seen 300 times
     cfg = cfg_factory(["data.batch_size=4", "data.bptt=16", "trainer.overfit_batches=1", "trainer.max_epochs=300",
                        "trainer.limit_train_batches=null", "trainer.limit_val_batches=null", "model.hidden_size=64",
-                       "model.embedding_size=64", "model.dropout=0", "optimizer=adam", "model.optimizer.lr=0.02",
-                       "scheduler=none", "test=false", "trainer.check_val_every_n_epoch=300",
+                       "model.embedding_size=64", "model.dropout=0", "model/optimizer=adam", "model.optimizer.lr=0.02",
+                       "model/scheduler=none", "test=false", "trainer.check_val_every_n_epoch=300",
                        "trainer.log_every_n_steps=100", "~callbacks.best_checkpoint", "~callbacks.step_checkpoint"])
     metrics = train(cfg, tmp_path)
     dm = PTBDataModule(str(DATA_DIR), batch_size=4, bptt=16)

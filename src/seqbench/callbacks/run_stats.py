@@ -1,10 +1,12 @@
 """Training speed and memory, measured the way the comparison tables need them.
 
 Lightning's `ThroughputMonitor` reports a sliding window per step and synchronises the GPU every
-step; the tables need run totals instead: training tokens per second over the whole run (time spent
-in validation excluded, the first `warmup_steps` excluded so start-up costs do not count), mean
-milliseconds per batch, peak memory, and wall time. They are logged as `train/tokens_per_s`,
-`train/ms_per_batch` and `peak_mem_mb`, and kept on the callback for `metrics.json`.
+step; the tables need run totals instead. A batch is timed from the end of the previous batch to
+its own end, so everything the training loop spends per batch counts — fetching the batch, the
+step, every callback and logger, the progress bar — and nothing else: intervals that contain a
+validation pass or an epoch boundary are left out, and so are the first `warmup_steps` batches
+(allocator warm-up, first-call dispatch). Logged as `train/tokens_per_s`, `train/ms_per_batch` and
+`peak_mem_mb`, and kept on the callback for `metrics.json`.
 """
 
 from __future__ import annotations
@@ -33,24 +35,27 @@ class RunStats(L.Callback):
         self.batches = 0
         self.fit_start: float | None = None
         self.wall_time_s = 0.0
-        self._t0: float | None = None
+        self._last_end: float | None = None
         self._seen = 0
 
     def on_fit_start(self, trainer, pl_module) -> None:
         self.fit_start = time.perf_counter()
 
-    def on_train_batch_start(self, trainer, pl_module, batch, batch_idx) -> None:
-        self._sync(pl_module)
-        self._t0 = time.perf_counter()
+    def on_train_epoch_start(self, trainer, pl_module) -> None:
+        self._last_end = None  # the interval across an epoch boundary holds validation and checkpoints
+
+    def on_validation_start(self, trainer, pl_module) -> None:
+        self._last_end = None  # likewise for validation in the middle of an epoch
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
-        self._seen += 1
-        if self._seen <= self.warmup_steps or self._t0 is None:
-            return
         self._sync(pl_module)
-        self.train_seconds += time.perf_counter() - self._t0
-        self.tokens += pl_module.task.count_tokens(batch) * trainer.world_size
-        self.batches += 1
+        now = time.perf_counter()
+        self._seen += 1
+        if self._last_end is not None and self._seen > self.warmup_steps:
+            self.train_seconds += now - self._last_end
+            self.tokens += pl_module.task.count_tokens(batch) * trainer.world_size
+            self.batches += 1
+        self._last_end = now
 
     def on_train_epoch_end(self, trainer, pl_module) -> None:
         if self.train_seconds > 0:

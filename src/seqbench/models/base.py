@@ -36,7 +36,7 @@ class SeqModel(L.LightningModule):
                 f"{', '.join(self.supported_tasks()) or 'nothing'}."
             )
         self.spec = spec
-        self.task = make_task(spec.task)
+        self.task = make_task(spec)
         self.optimizer_factory, self.scheduler_factory = optimizer, scheduler
         self.scheduler_interval, self.scheduler_monitor = scheduler_interval, scheduler_monitor
 

@@ -1,5 +1,9 @@
 """The recurrent family: vanilla RNN (tanh/relu), LSTM and GRU, one LightningModule for all three.
 
+The task decides the network: on `lm` a `RecurrentLM`; on `classification`, `tagging` and
+`regression` a `RecurrentEncoder` (optionally bidirectional) with a linear head on its pooled
+summary (classification, regression) or on every position (tagging).
+
 On `lm` it is a stateful language model trained with truncated BPTT (Lightning's LSTM demo, the
 word_language_model example): the hidden state lives on the module, is detached after every window
 and reset when a stream starts again (window 0). Training, validation and test each keep their own
@@ -14,8 +18,12 @@ from typing import Literal
 
 import torch
 
+from torch import nn
+
 from seqbench.data.spec import TaskSpec
+from seqbench.errors import ConfigError
 from seqbench.models.base import SeqModel
+from seqbench.nn.recurrent_encoder import RecurrentEncoder
 from seqbench.nn.recurrent_lm import RecurrentLM, detach_state, map_state
 from seqbench.nn.sampling import sample_next
 
@@ -41,12 +49,40 @@ class RecurrentModel(SeqModel):
         tie_weights: bool = False,
         init_range: float | None = 0.1,
         impl: Literal["fused", "reference"] = "fused",
+        bidirectional: bool = False,
+        pooling: Literal["last", "mean", "max"] = "last",
     ) -> None:
         super().__init__(spec, optimizer, scheduler, scheduler_interval, scheduler_monitor)
         self.save_hyperparameters(ignore=["spec", "optimizer", "scheduler"])
-        self.net = RecurrentLM(spec.vocab_size, cell, embedding_size, hidden_size, num_layers, dropout,
-                               embedding_dropout, output_dropout, tie_weights, init_range, nonlinearity, impl)
+        self.pooling = pooling
         self._state: dict[str, object] = {}
+        if spec.task == "lm":
+            if bidirectional:
+                raise ConfigError("model.bidirectional=true cannot model language left to right: a "
+                                  "bidirectional RNN sees the token it must predict; use it for classification or tagging.")
+            self.net = RecurrentLM(spec.vocab_size, cell, embedding_size, hidden_size, num_layers, dropout,
+                                   embedding_dropout, output_dropout, tie_weights, init_range, nonlinearity, impl)
+            return
+        self.encoder = RecurrentEncoder(cell, hidden_size, num_layers, dropout, bidirectional, spec.vocab_size,
+                                        spec.input_dim, embedding_size, spec.pad_id, nonlinearity, impl)
+        self.output_dropout = nn.Dropout(dropout if output_dropout is None else output_dropout)
+        outputs = 1 if spec.task == "regression" else spec.num_classes
+        self.head = nn.Linear(self.encoder.output_size, outputs)
+        if init_range:
+            for p in self.parameters():
+                nn.init.uniform_(p, -init_range, init_range)
+
+    # -- classification, regression, tagging -----------------------------------------------------
+    def classify(self, batch: dict) -> torch.Tensor:
+        summary = self.encoder.summary(batch["input"], batch.get("lengths"), self.pooling)  # (B, D)
+        return self.head(self.output_dropout(summary))  # (B, C)
+
+    def regress(self, batch: dict) -> torch.Tensor:
+        return self.classify(batch).squeeze(-1)  # (B,)
+
+    def tag(self, batch: dict) -> torch.Tensor:
+        states, _ = self.encoder(batch["input"], batch.get("lengths"))  # (B, T, D)
+        return self.head(self.output_dropout(states))  # (B, T, K)
 
     # -- lm ---------------------------------------------------------------------------------------
     def lm_logits(self, batch: dict, stage: str) -> torch.Tensor:

@@ -89,21 +89,36 @@ class ReferenceRNN(nn.Module):
     def _weights(self, layer: int, suffix: str) -> tuple[Tensor, ...]:
         return tuple(getattr(self, f"{n}_l{layer}{suffix}") for n in ("weight_ih", "weight_hh", "bias_ih", "bias_hh"))
 
-    def _run_direction(self, x: Tensor, h: Tensor, c: Tensor | None, weights, reverse: bool):
-        """x: (B, T, C) -> outputs (B, T, H) and the final (h, c) of one direction of one layer."""
-        steps = range(x.size(1) - 1, -1, -1) if reverse else range(x.size(1))
-        outputs = [None] * x.size(1)
-        for t in steps:
-            if self.mode == "lstm":
-                h, c = lstm_cell(x[:, t], (h, c), *weights)
-            elif self.mode == "gru":
-                h = gru_cell(x[:, t], h, *weights)
-            else:
-                h = rnn_cell(x[:, t], h, *weights, nonlinearity=self.nonlinearity)
-            outputs[t] = h
-        return torch.stack(outputs, dim=1), h, c
+    def _run_direction(self, x: Tensor, h: Tensor, c: Tensor | None, weights, reverse: bool,
+                       lengths: Tensor | None):
+        """x: (B, T, C) -> outputs (B, T, H) and the final (h, c) of one direction of one layer.
 
-    def forward(self, x: Tensor, state=None):
+        With `lengths`, row b has lengths[b] real steps: the state stops changing after them (so
+        the final state is the state at the sequence's end, as with packed sequences), and the
+        reverse direction starts at the row's last real step, not at its padding.
+        """
+        B, T = x.shape[:2]
+        if reverse:
+            x = _flip_within(x, lengths)
+        outputs = []
+        for t in range(T):
+            if self.mode == "lstm":
+                h_new, c_new = lstm_cell(x[:, t], (h, c), *weights)
+            elif self.mode == "gru":
+                h_new, c_new = gru_cell(x[:, t], h, *weights), None
+            else:
+                h_new, c_new = rnn_cell(x[:, t], h, *weights, nonlinearity=self.nonlinearity), None
+            if lengths is None:
+                h, c = h_new, c_new
+            else:
+                live = (t < lengths).unsqueeze(1)  # (B, 1): rows still inside their sequence
+                h = torch.where(live, h_new, h)
+                c = torch.where(live, c_new, c) if c is not None else None
+            outputs.append(h_new)
+        out = torch.stack(outputs, dim=1)  # (B, T, H)
+        return (_flip_within(out, lengths) if reverse else out), h, c
+
+    def forward(self, x: Tensor, state=None, lengths: Tensor | None = None):
         B = x.size(0)
         directions = 2 if self.bidirectional else 1
         if state is None:
@@ -118,13 +133,23 @@ class ReferenceRNN(nn.Module):
             for d, suffix in enumerate(("", "_reverse")[:directions]):
                 k = layer * directions + d
                 out, h, c = self._run_direction(x, h0[k], None if c0 is None else c0[k],
-                                                self._weights(layer, suffix), reverse=d == 1)
+                                                self._weights(layer, suffix), reverse=d == 1, lengths=lengths)
                 outs.append(out)
                 final_h.append(h)
                 final_c.append(c)
             x = torch.cat(outs, dim=-1)  # (B, T, H * directions)
         h_n = torch.stack(final_h)
         return x, ((h_n, torch.stack(final_c)) if self.mode == "lstm" else h_n)
+
+
+def _flip_within(x: Tensor, lengths: Tensor | None) -> Tensor:
+    """Reverse each row's first lengths[b] steps, leaving its padding in place (an involution)."""
+    T = x.size(1)
+    if lengths is None:
+        return x.flip(1)
+    t = torch.arange(T, device=x.device).unsqueeze(0)  # (1, T)
+    idx = torch.where(t < lengths.unsqueeze(1), lengths.unsqueeze(1) - 1 - t, t)  # (B, T)
+    return x.gather(1, idx.unsqueeze(-1).expand_as(x))
 
 
 def make_rnn(mode: str, input_size: int, hidden_size: int, num_layers: int = 1, dropout: float = 0.0,

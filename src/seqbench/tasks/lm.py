@@ -29,7 +29,10 @@ def token_nll(logits: torch.Tensor, target: torch.Tensor) -> tuple[torch.Tensor,
 class LanguageModelling(nn.Module):
     name = "lm"
     method = "lm_logits"  # what a family implements to support this task
-    monitor = ("val/loss", "min")  # what checkpoints, early stopping and sweeps optimise
+
+    @classmethod
+    def from_spec(cls, spec) -> "LanguageModelling":
+        return cls()
 
     def __init__(self) -> None:
         super().__init__()

@@ -1,0 +1,1 @@
+"""Probes and benchmarks: pipeline speed against a bare loop, throughput, gradients, sizes."""

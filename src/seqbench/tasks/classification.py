@@ -1,0 +1,65 @@
+"""Sequence classification (SST-2 sentiment, associative recall, MNIST read as a sequence).
+
+Batches are dicts with `input` (B, T) token ids or (B, T, F) features, `lengths` (B,) and `label`
+(B,). A family supports the task by implementing `classify(batch) -> logits (B, C)`. Loss is
+cross-entropy; accuracy is torchmetrics' micro accuracy, one object per stage, so it is exact
+under DDP.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torchmetrics import MeanMetric
+from torchmetrics.classification import MulticlassAccuracy
+
+STAGES = ("train", "val", "test")
+
+
+class Classification(nn.Module):
+    name = "classification"
+    method = "classify"
+    label_key = "label"
+
+    @classmethod
+    def from_spec(cls, spec):
+        return cls(spec.num_classes)
+
+    def __init__(self, num_classes: int) -> None:
+        super().__init__()
+        for stage in STAGES:  # attributes, not a ModuleDict: "train" would shadow nn.Module.train
+            setattr(self, f"{stage}_acc", MulticlassAccuracy(num_classes, average="micro"))
+            setattr(self, f"{stage}_loss", MeanMetric())
+
+    def metric(self, stage: str, name: str):
+        return getattr(self, f"{stage}_{name}")
+
+    def logits(self, model, batch: dict) -> torch.Tensor:
+        return getattr(model, self.method)(batch)
+
+    def count_tokens(self, batch: dict) -> int:
+        lengths = batch.get("lengths")
+        return int(lengths.sum()) if lengths is not None else int(batch[self.label_key].numel())
+
+    def step(self, model, batch: dict, stage: str) -> torch.Tensor:
+        logits = self.logits(model, batch)  # (B, C)
+        labels = batch[self.label_key]
+        loss = F.cross_entropy(logits.float(), labels)
+        self.metric(stage, "acc").update(logits.detach(), labels)
+        self.metric(stage, "loss").update(loss.detach(), weight=labels.numel())
+        if stage == "train":
+            model.log("train/loss", loss, prog_bar=True)
+        return loss
+
+    def reset(self, stage: str) -> None:
+        for name in ("acc", "loss"):
+            self.metric(stage, name).reset()
+
+    def epoch_end(self, model, stage: str) -> None:
+        if self.metric(stage, "loss").update_count == 0:
+            return
+        suffix = "_epoch" if stage == "train" else ""
+        model.log(f"{stage}/loss{suffix}", self.metric(stage, "loss").compute(), sync_dist=True)
+        model.log(f"{stage}/acc", self.metric(stage, "acc").compute(), sync_dist=True, prog_bar=stage == "val")
+        self.reset(stage)

@@ -77,6 +77,13 @@ class RecurrentModel(SeqModel):
         summary = self.encoder.summary(batch["input"], batch.get("lengths"), self.pooling)  # (B, D)
         return self.head(self.output_dropout(summary))  # (B, C)
 
+    def classify_image(self, batch: dict) -> torch.Tensor:
+        """An image read as a sequence (rows or pixels) by the encoder, classified from its summary."""
+        if "input" not in batch:
+            raise ConfigError("a recurrent model reads images as sequences: set data.as_sequence=rows, pixels "
+                              "or permuted_pixels.")
+        return self.classify(batch)
+
     def regress(self, batch: dict) -> torch.Tensor:
         return self.classify(batch).squeeze(-1)  # (B,)
 

@@ -2,7 +2,8 @@
 
 A task says what a batch means and how it is scored; a family says how to compute the prediction.
 The contract is one method per task on the family's LightningModule (`lm_logits` for `lm`,
-`classify` for `classification`, `tag` for `tagging`, `regress` for `regression`): a family
+`classify` for `classification`, `tag` for `tagging`, `regress` for `regression`,
+`classify_image` for `image`): a family
 supports a task exactly when it implements that method, and the task code is the only place the
 loss and the metrics of that task are computed, for every family alike.
 """
@@ -10,11 +11,12 @@ loss and the metrics of that task are computed, for every family alike.
 from __future__ import annotations
 
 from seqbench.tasks.classification import Classification
+from seqbench.tasks.image import ImageClassification
 from seqbench.tasks.lm import LanguageModelling
 from seqbench.tasks.regression import Regression
 from seqbench.tasks.tagging import Tagging
 
-TASK_CLASSES = {cls.name: cls for cls in (LanguageModelling, Classification, Tagging, Regression)}
+TASK_CLASSES = {cls.name: cls for cls in (LanguageModelling, Classification, Tagging, Regression, ImageClassification)}
 
 
 def make_task(spec):

@@ -35,15 +35,12 @@ class Classification(nn.Module):
     def metric(self, stage: str, name: str):
         return getattr(self, f"{stage}_{name}")
 
-    def logits(self, model, batch: dict) -> torch.Tensor:
-        return getattr(model, self.method)(batch)
-
     def count_tokens(self, batch: dict) -> int:
         lengths = batch.get("lengths")
         return int(lengths.sum()) if lengths is not None else int(batch[self.label_key].numel())
 
     def step(self, model, batch: dict, stage: str) -> torch.Tensor:
-        logits = self.logits(model, batch)  # (B, C)
+        logits = getattr(model, self.method)(batch)  # (B, C)
         labels = batch[self.label_key]
         loss = F.cross_entropy(logits.float(), labels)
         self.metric(stage, "acc").update(logits.detach(), labels)

@@ -1,0 +1,1 @@
+"""One LightningDataModule per corpus family, the task spec they declare, and corpus files."""

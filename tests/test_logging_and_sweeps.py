@@ -45,6 +45,23 @@ def test_multirun_gives_each_job_its_own_dir_and_metrics(tmp_path):
     assert cells == {"model=rnn", "model=lstm"}
 
 
+def test_multirun_jobs_get_a_sweep_group_and_numbered_names(monkeypatch):
+    from types import SimpleNamespace
+
+    from hydra.core.hydra_config import HydraConfig
+    from hydra.types import RunMode
+
+    from seqbench.loggers import sweep_identity
+
+    fake = SimpleNamespace(mode=RunMode.MULTIRUN, job=SimpleNamespace(num=3),
+                           sweep=SimpleNamespace(dir="outputs/multiruns/2026-11-23_10-00-00"))
+    monkeypatch.setattr(HydraConfig, "get", staticmethod(lambda: fake))
+    assert sweep_identity("lstm-ptb", None) == ("lstm-ptb-3", "sweep-2026-11-23_10-00-00")
+    assert sweep_identity("lstm-ptb", "mine") == ("lstm-ptb-3", "mine")
+    fake.mode = RunMode.RUN
+    assert sweep_identity("lstm-ptb", None) == ("lstm-ptb", None)
+
+
 @pytest.mark.slow
 def test_a_failed_job_is_reported_and_the_others_still_run(tmp_path):
     out = run_cli(["-m", "model.num_layers=abc,1", "logger=csv", *FAST], tmp_path)

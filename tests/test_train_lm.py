@@ -71,3 +71,29 @@ def test_tie_weights_with_unequal_sizes_fails_before_training(cfg_factory, tmp_p
         train(cfg, tmp_path)
     assert not (tmp_path / "checkpoints").exists()
     assert json.loads((tmp_path / "metrics.json").read_text())["status"] == "failed"
+
+
+def test_generate_continues_the_prompt_and_greedy_is_deterministic(cfg_factory):
+    from omegaconf import OmegaConf
+
+    from seqbench.evaluate import sample
+
+    cfg = cfg_factory([])
+    dm, model = build(cfg)
+    prompt = dm.tokenizer.encode("the company said").unsqueeze(0)
+    out = model.generate(prompt, max_new_tokens=5, temperature=0)
+    assert out.shape == (1, 8) and torch.equal(out[:, :3], prompt)
+    assert torch.equal(out, model.generate(prompt, max_new_tokens=5, temperature=0))  # greedy: no randomness
+    opts = OmegaConf.create({"prompt": "the company said", "num_samples": 2, "max_new_tokens": 4,
+                             "temperature": 1.0, "top_k": 5})
+    texts = sample(model, dm.tokenizer, opts)
+    assert len(texts) == 2 and all(t.startswith("the company said") and len(t) > 20 for t in texts)
+
+
+def test_top_k_sampling_only_draws_from_the_k_likeliest():
+    from seqbench.nn.sampling import sample_next
+
+    torch.manual_seed(0)
+    logits = torch.tensor([[0.0, 5.0, 4.0, -1.0, 3.0]]).repeat(200, 1)
+    drawn = set(sample_next(logits, temperature=1.0, top_k=2).flatten().tolist())
+    assert drawn == {1, 2}

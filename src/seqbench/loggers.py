@@ -43,10 +43,25 @@ def resolve_mode(mode: str) -> str:
     return "online" if _has_api_key() and _server_reachable() else "offline"
 
 
+def sweep_identity(name: str | None, group: str | None) -> tuple[str | None, str | None]:
+    """In a Hydra multirun, group the jobs by their sweep and number their run names."""
+    try:
+        from hydra.core.hydra_config import HydraConfig
+        from hydra.types import RunMode
+
+        hc = HydraConfig.get()
+    except (ImportError, ValueError):  # not running under Hydra (a notebook, a test)
+        return name, group
+    if hc.mode != RunMode.MULTIRUN:
+        return name, group
+    return f"{name}-{hc.job.num}" if name else None, group or f"sweep-{Path(hc.sweep.dir).name}"
+
+
 def wandb_logger(project: str, save_dir: str, name: str | None = None, group: str | None = None,
                  tags: list[str] | None = None, mode: Literal["auto", "online", "offline", "disabled"] = "auto",
                  entity: str | None = None, log_model: bool = False) -> WandbLogger:
     mode = resolve_mode(mode)
+    name, group = sweep_identity(name, group)
     Path(save_dir).mkdir(parents=True, exist_ok=True)
     if mode == "offline":
         log.info("W&B is offline (no API key or no network): upload later with `wandb sync %s/wandb/offline-run-*`",

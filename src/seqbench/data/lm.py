@@ -1,0 +1,164 @@
+"""The language-modelling DataModule every LM corpus shares.
+
+A corpus subclass says only where its three splits come from (`split_texts`) and at which level it
+is tokenised; this base builds the vocabulary from train, encodes the splits into 1-D token
+streams, and serves them to models in the form the model family asks for:
+
+* `stream` (recurrent LMs): truncated-BPTT windows over contiguous columns, hidden state carried
+  (see `streams.py`). The position in the stream is saved with checkpoints, so a resumed run
+  continues at the next window with the same state.
+* attention LMs ask for fixed `context` windows through `lm_batching = "windows"` (added with the
+  attention families).
+
+Perplexity is computed by the model from summed NLL over every target token of the split, so the
+numbers of all families on one corpus are comparable.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+import lightning as L
+import torch
+from torch.utils.data import DataLoader
+
+from seqbench.data.spec import TaskSpec
+from seqbench.data.streams import StreamWindows
+from seqbench.data.vocab import EOS, UNK, Vocab, char_tokens, word_tokens
+
+SPLITS = ("train", "valid", "test")
+
+
+class LanguageModelDataModule(L.LightningDataModule):
+    """Word- or character-level LM corpus as token streams; subclasses implement `split_texts`."""
+
+    task = "lm"
+    corpus = "corpus"  # folder name under data_dir, and the name users see in messages
+
+    def __init__(
+        self,
+        data_dir: str,
+        batch_size: int = 20,
+        eval_batch_size: int = 10,
+        bptt: int = 35,
+        level: Literal["word", "char"] = "word",
+        max_vocab: int | None = None,
+        min_freq: int = 1,
+    ) -> None:
+        super().__init__()
+        self.data_dir = Path(data_dir).expanduser()
+        self.batch_size = batch_size
+        self.eval_batch_size = eval_batch_size
+        self.bptt = bptt
+        self.level = level
+        self.max_vocab = max_vocab
+        self.min_freq = min_freq
+        self.vocab: Vocab | None = None
+        self.streams: dict[str, torch.Tensor] = {}
+        self._train_next_window = 0  # saved in checkpoints: where a resumed epoch continues
+
+    # -- what a corpus provides -------------------------------------------------------------
+    @property
+    def folder(self) -> Path:
+        return self.data_dir / self.corpus
+
+    def split_texts(self) -> dict[str, str]:
+        """Raw text of train/valid/test; subclasses locate, download and verify their files."""
+        raise NotImplementedError  # abstract: every corpus module implements it
+
+    # -- Lightning hooks ----------------------------------------------------------------------
+    def prepare_data(self) -> None:
+        self.split_texts()  # downloads and verifies; assigns no state (Lightning calls it on rank 0 only)
+
+    def setup(self, stage: str | None = None) -> None:
+        if self.vocab is not None:  # run.py sets up before building the model; Lightning calls again
+            return
+        texts = self.split_texts()
+        tokenize = word_tokens if self.level == "word" else char_tokens
+        tokens = {split: tokenize(texts[split]) for split in SPLITS}
+        if self.level == "word":
+            specials = (EOS, UNK)
+        else:  # characters get <unk> only when valid/test hold a symbol train lacks (Shakespeare: none)
+            seen = set(tokens["train"])
+            specials = (UNK,) if any(c not in seen for s in ("valid", "test") for c in set(tokens[s])) else ()
+        self.vocab = Vocab.build(tokens["train"], specials, self.max_vocab, self.min_freq)
+        self.streams = {split: self.vocab.encode(tokens[split]) for split in SPLITS}
+
+    @property
+    def spec(self) -> TaskSpec:
+        if self.vocab is None:
+            raise RuntimeError("call setup() before reading the spec")
+        eos = self.vocab.stoi.get(EOS)
+        return TaskSpec(task="lm", vocab_size=len(self.vocab), eos_id=eos, tokenizer=self.tokenizer)
+
+    @property
+    def tokenizer(self) -> "LMTokenizer":
+        return LMTokenizer(self.vocab, self.level)
+
+    def num_tokens(self, split: str) -> int:
+        return self.streams[split].numel()
+
+    # -- loaders ------------------------------------------------------------------------------
+    def _rank(self) -> tuple[int, int]:
+        trainer = self.trainer
+        return (trainer.global_rank, trainer.world_size) if trainer is not None else (0, 1)
+
+    def _stream_loader(self, split: str, batch_size: int, start: int = 0) -> DataLoader:
+        rank, world = self._rank()
+        dataset = StreamWindows(self.streams[split], batch_size, self.bptt, rank, world)
+        dataset.start = start
+        # batch_size=None: the dataset yields whole batches; an IterableDataset keeps Lightning
+        # from injecting a DistributedSampler that would shuffle the windows out of order
+        return DataLoader(dataset, batch_size=None)
+
+    def _batching(self) -> str:
+        model = self.trainer.lightning_module if self.trainer is not None else None
+        return getattr(model, "lm_batching", "stream")
+
+    def train_dataloader(self) -> DataLoader:
+        start, self._train_next_window = self._train_next_window, 0
+        return self._loader("train", self.batch_size, start)
+
+    def val_dataloader(self) -> DataLoader:
+        return self._loader("valid", self.eval_batch_size)
+
+    def test_dataloader(self) -> DataLoader:
+        return self._loader("test", self.eval_batch_size)
+
+    def _loader(self, split: str, batch_size: int, start: int = 0) -> DataLoader:
+        batching = self._batching()
+        if batching == "stream":
+            loader = self._stream_loader(split, batch_size, start)
+            if start >= len(loader):  # checkpoint taken at the very end of an epoch
+                loader.dataset.start = 0
+            return loader
+        raise ValueError(f"{type(self).__name__} cannot serve LM batches of kind {batching!r}")
+
+    # -- resume mid-epoch: remember the next training window ----------------------------------
+    def on_before_batch_transfer(self, batch, dataloader_idx: int):
+        if self.trainer is not None and self.trainer.training and isinstance(batch, dict) and "window" in batch:
+            self._train_next_window = batch["window"] + 1
+        return batch
+
+    def state_dict(self) -> dict:
+        return {"train_next_window": self._train_next_window}
+
+    def load_state_dict(self, state_dict: dict) -> None:
+        self._train_next_window = int(state_dict.get("train_next_window", 0))
+
+
+class LMTokenizer:
+    """Text <-> ids for prompts and samples, at the corpus' level (words or characters)."""
+
+    def __init__(self, vocab: Vocab, level: str) -> None:
+        self.vocab, self.level = vocab, level
+
+    def encode(self, text: str) -> torch.Tensor:
+        tokens = text.split() if self.level == "word" else list(text)
+        return self.vocab.encode(tokens)
+
+    def decode(self, ids) -> str:
+        if self.level == "char":
+            return self.vocab.decode(ids, sep="")
+        return self.vocab.decode(ids).replace(f" {EOS} ", "\n").replace(EOS, "\n")

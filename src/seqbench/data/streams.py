@@ -1,0 +1,80 @@
+"""Truncated-BPTT batching of a token stream, exact to the last token.
+
+The stream of N+1 tokens gives N (input, target) pairs. It is cut into `batch_size` contiguous
+columns whose lengths differ by at most one (so no token is dropped, unlike the classic
+`batchify`), and batches are consecutive `bptt`-long windows across all columns. With the alphabet
+(N = 25 pairs), batch_size 4 and bptt 3:
+
+    column 0: a b c d e f g        window 0 = columns[:, 0:3]   (a b c / h i j / n o p / t u v)
+    column 1: h i j k l m          window 1 = columns[:, 3:6]   (d e f / k l m / q r s / w x y)
+    column 2: n o p q r s          window 2 = columns[:, 6:7]   (g / - / - / -)
+    column 3: t u v w x y
+                                   targets are the same cells shifted one token along the stream
+                                   (b c d / i j k / ...), so the target of y is z.
+
+Row i of window w+1 continues exactly where row i of window w stopped, so a recurrent model can
+carry its hidden state across batches (detached). A column boundary cuts the dependency between
+its two sides; that is the price of batching. Cells past a column's end ("-") hold a padding input
+and the target `IGNORE_INDEX`, so every target token is scored exactly once, and the loss counts
+only real tokens.
+
+Under DDP rank r takes columns [r*B/W, (r+1)*B/W): one contiguous shard of the stream. Because
+columns never interact, W processes see exactly the batches one process would, split by rows.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch.utils.data import IterableDataset
+
+IGNORE_INDEX = -100
+
+
+def stream_columns(stream: torch.Tensor, batch_size: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Lay out a 1-D stream as (inputs, targets), each (batch_size, L), padded as in the picture."""
+    n_pairs = stream.numel() - 1
+    if n_pairs < batch_size:
+        raise ValueError(f"a stream of {stream.numel()} tokens is too short for {batch_size} columns")
+    base, extra = divmod(n_pairs, batch_size)
+    width = base + (1 if extra else 0)
+    inputs = torch.zeros(batch_size, width, dtype=torch.long)
+    targets = torch.full((batch_size, width), IGNORE_INDEX, dtype=torch.long)
+    start = 0
+    for col in range(batch_size):
+        length = base + (1 if col < extra else 0)
+        inputs[col, :length] = stream[start : start + length]
+        targets[col, :length] = stream[start + 1 : start + length + 1]
+        start += length
+    return inputs, targets
+
+
+class StreamWindows(IterableDataset):
+    """Consecutive (rows, bptt) windows of one rank's columns, as dicts {input, target, window}.
+
+    `window` is the index of the window in the stream; a model resets its state when it sees 0.
+    `start` lets a resumed run continue mid-epoch at the window after the last one it trained on.
+    """
+
+    def __init__(self, stream: torch.Tensor, batch_size: int, bptt: int, rank: int = 0, world_size: int = 1):
+        super().__init__()
+        if batch_size % world_size:
+            raise ValueError(f"batch_size {batch_size} is not divisible by the {world_size} DDP processes")
+        inputs, targets = stream_columns(stream, batch_size)
+        rows = slice(rank * batch_size // world_size, (rank + 1) * batch_size // world_size)
+        self.inputs, self.targets = inputs[rows].contiguous(), targets[rows].contiguous()
+        self.bptt = bptt
+        # the window count comes from the global layout so every rank yields the same number of
+        # batches (DDP would hang otherwise); a rank's last window may hold only padding
+        self.num_windows = math.ceil(inputs.size(1) / bptt)
+        self.start = 0
+
+    def __len__(self) -> int:
+        return self.num_windows
+
+    def __iter__(self):
+        start, self.start = self.start, 0  # a resume offset applies to one pass only
+        for w in range(start, self.num_windows):
+            cols = slice(w * self.bptt, (w + 1) * self.bptt)
+            yield {"input": self.inputs[:, cols], "target": self.targets[:, cols], "window": w}

@@ -92,7 +92,8 @@ class SeqModel(L.LightningModule):
         if self.scheduler_factory is None:
             return optimizer
         kwargs = {}
-        if "total_steps" in inspect.signature(self.scheduler_factory).parameters:
+        given = getattr(self.scheduler_factory, "keywords", {})
+        if "total_steps" in inspect.signature(self.scheduler_factory).parameters and given.get("total_steps") is None:
             kwargs["total_steps"] = int(self.trainer.estimated_stepping_batches)
         scheduler = {"scheduler": self.scheduler_factory(optimizer=optimizer, **kwargs),
                      "interval": self.scheduler_interval, "name": "lr"}

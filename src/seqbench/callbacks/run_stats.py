@@ -56,7 +56,6 @@ class RunStats(L.Callback):
 
     def on_fit_start(self, trainer, pl_module) -> None:
         self.fit_start = time.perf_counter()
-        reset_peak_memory(pl_module.device)
 
     def on_train_batch_start(self, trainer, pl_module, batch, batch_idx) -> None:
         self._sync(pl_module)
@@ -78,6 +77,10 @@ class RunStats(L.Callback):
     def on_fit_end(self, trainer, pl_module) -> None:
         if self.fit_start is not None:
             self.wall_time_s = time.perf_counter() - self.fit_start
+
+    def setup(self, trainer, pl_module, stage: str) -> None:
+        if stage == "fit":  # each job of a multirun (one process) gets a peak of its own
+            reset_peak_memory(trainer.strategy.root_device)
 
     @staticmethod
     def _sync(pl_module) -> None:

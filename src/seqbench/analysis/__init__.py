@@ -1,0 +1,1 @@
+"""Probes and benchmarks that measure the models rather than train them (throughput, memory, MFU)."""

@@ -71,3 +71,46 @@ def test_window_loaders_follow_the_model_context_and_eval_stride():
     scored = sum(int((b["target"] != -100).sum()) for b in valid)
     assert scored == dm.num_tokens("valid") - 1  # the whole split, every target once
     assert len(valid) == math.ceil((math.ceil((dm.num_tokens("valid") - 1 - 32) / 8) + 1) / 7)
+
+
+RESUME = TINY + TINY_GPT + [
+    "model=gpt", "data=shakespeare_char", "trainer.limit_train_batches=null", "model.dropout=0.3", "test=false",
+    "callbacks.step_checkpoint.every_n_train_steps=4", "model.scheduler.warmup_steps=3",
+    "+model.scheduler.total_steps=20",
+]
+
+
+def _state(ckpt):
+    return torch.load(ckpt, map_location="cpu", weights_only=True)
+
+
+@pytest.mark.slow
+def test_windows_resume_mid_epoch_reproduces_the_uninterrupted_run_exactly(tmp_path):
+    train(compose_cfg(RESUME + ["trainer.max_steps=8"], tmp_path / "a"), tmp_path / "a")
+    train(compose_cfg(RESUME + ["trainer.max_steps=4", "~callbacks.best_checkpoint"], tmp_path / "b"), tmp_path / "b")
+    ckpt = tmp_path / "b" / "checkpoints" / "last.ckpt"
+    assert next(v for k, v in _state(ckpt).items() if k.endswith("DataModule"))["train_next_window"] == 4
+    train(compose_cfg(RESUME + ["trainer.max_steps=8", f"ckpt_path={ckpt}"], tmp_path / "c"), tmp_path / "c")
+    a, c = _state(tmp_path / "a" / "checkpoints" / "last.ckpt"), _state(tmp_path / "c" / "checkpoints" / "last.ckpt")
+    assert a["global_step"] == c["global_step"] == 8
+    for name in a["state_dict"]:  # same windows, same dropout masks, same LR: identical weights
+        torch.testing.assert_close(c["state_dict"][name], a["state_dict"][name], rtol=0, atol=0, msg=name)
+
+
+@pytest.mark.slow
+def test_two_process_ddp_evaluates_windows_exactly_like_one_process(tmp_path):
+    from conftest import run_cli
+
+    args = [a for a in TINY if "limit_val" not in a] + TINY_GPT + [
+        "model=gpt", "data=shakespeare_char", "data.eval_stride=8", "trainer.max_steps=2", "test=false"]
+    out = run_cli(args + [f"hydra.run.dir={tmp_path / 'run'}"], tmp_path)
+    assert out.returncode == 0, out.stderr[-3000:]
+    ckpt = tmp_path / "run" / "checkpoints" / "last.ckpt"
+    results = {}
+    for name, extra in [("one", []), ("two", ["trainer=ddp_cpu"])]:
+        out = run_cli([f"ckpt_path={ckpt}", "split=valid", *extra,
+                       f"hydra.run.dir={tmp_path / name}"], tmp_path, script="eval.py")
+        assert out.returncode == 0, out.stderr[-3000:]
+        results[name] = json.loads((tmp_path / name / "eval_metrics.json").read_text())
+    assert results["two"]["world_size"] == 2
+    assert results["two"]["val/ppl"] == pytest.approx(results["one"]["val/ppl"], rel=1e-6)

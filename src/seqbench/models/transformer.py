@@ -38,6 +38,7 @@ class TransformerModel(SeqModel):
         norm_first: bool = False,
         positions: Literal["sinusoidal", "learned"] = "sinusoidal",
         tie_weights: bool = True,
+        bias: bool = True,
         attn_impl: Literal["sdpa", "reference"] = "sdpa",
         compile: bool = False,
     ) -> None:
@@ -45,7 +46,7 @@ class TransformerModel(SeqModel):
         self.save_hyperparameters(ignore=["spec", "optimizer", "scheduler"])
         self.context = context  # the LM DataModule cuts windows of this length
         self.net = TransformerLM(spec.vocab_size, context, n_layer, n_head, d_model, d_ff, dropout, norm_first,
-                                 positions, tie_weights, attn_impl)
+                                 positions, tie_weights, attn_impl, bias)
         if compile:
             self.net.compile()  # in place: parameter names (and checkpoints) stay those of the eager model
 

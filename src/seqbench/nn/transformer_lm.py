@@ -31,7 +31,7 @@ class TransformerLM(nn.Module):
     def __init__(self, vocab_size: int, context: int = 256, n_layer: int = 4, n_head: int = 4, d_model: int = 128,
                  d_ff: int | None = None, dropout: float = 0.1, norm_first: bool = False,
                  positions: Literal["sinusoidal", "learned"] = "sinusoidal", tie_weights: bool = True,
-                 attn_impl: AttentionImpl = "sdpa") -> None:
+                 attn_impl: AttentionImpl = "sdpa", bias: bool = True) -> None:
         super().__init__()
         self.context, self.d_model, self.n_layer = context, d_model, n_layer
         self.embedding = nn.Embedding(vocab_size, d_model)
@@ -43,7 +43,7 @@ class TransformerLM(nn.Module):
             raise ValueError(f"unknown positions {positions!r}; choose 'sinusoidal' or 'learned'")
         self.drop = nn.Dropout(dropout)
         self.stack = TransformerStack(n_layer, d_model, n_head, d_ff or 4 * d_model, dropout, norm_first, "relu",
-                                      cross_attention=False, bias=True, attn_impl=attn_impl)
+                                      cross_attention=False, bias=bias, attn_impl=attn_impl)
         self.head = nn.Linear(d_model, vocab_size, bias=False)
         self.reset_parameters()
         if tie_weights:

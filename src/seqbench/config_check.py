@@ -129,9 +129,11 @@ def check_node(node: DictConfig, path: str) -> None:
         verdict = _matches(value, hints.get(key, inspect.Parameter.empty))
         if verdict is False:
             raise ConfigError(f"{where} must be {_expected(hints[key])}, got {value!r}.")
-    if not node.get("_partial_", False):
-        required = [n for n, p in params.items() if p.default is p.empty and n not in node and n not in ("spec",)]
-        if inspect.isclass(obj) and required:
+    if not node.get("_partial_", False) and inspect.isclass(obj):
+        own = inspect.signature(obj).parameters  # a parent's required args are the child's business
+        required = [n for n, p in own.items() if p.default is p.empty and n not in node and n != "spec"
+                    and p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL)]
+        if required:
             raise ConfigError(f"{path} needs {', '.join(f'{path}.{r}' for r in required)} to be set.")
 
 

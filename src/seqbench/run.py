@@ -23,8 +23,12 @@ import lightning as L
 import torch
 from omegaconf import DictConfig, OmegaConf
 
+from hydra.errors import InstantiationException
+from lightning.pytorch.callbacks import ProgressBar
+
 from seqbench.callbacks import RunStats
 from seqbench.config_check import check_config
+from seqbench.errors import ConfigError, UserError
 
 log = logging.getLogger(__name__)
 
@@ -53,17 +57,36 @@ def write_metrics(path: Path, metrics: dict[str, Any]) -> None:
     tmp.replace(path)
 
 
-def instantiate_list(node: DictConfig | None) -> list:
-    return [hydra.utils.instantiate(c) for c in (node or {}).values() if c is not None and "_target_" in c]
+def instantiate(node: DictConfig, where: str, **kwargs):
+    """hydra.utils.instantiate, with a constructor's complaint turned into a one-sentence ConfigError."""
+    try:
+        return hydra.utils.instantiate(node, **kwargs)
+    except InstantiationException as exc:
+        cause = exc.__cause__ or exc
+        if isinstance(cause, UserError):
+            raise cause from None
+        raise ConfigError(f"{where}: {cause}") from None
+
+
+def instantiate_list(node: DictConfig | None, where: str) -> list:
+    return [instantiate(c, f"{where}.{k}") for k, c in (node or {}).items() if c is not None and "_target_" in c]
+
+
+def make_trainer(cfg: DictConfig) -> L.Trainer:
+    callbacks = instantiate_list(cfg.get("callbacks"), "callbacks")
+    if not cfg.trainer.get("enable_progress_bar", True):  # so trainer.enable_progress_bar=false just works
+        callbacks = [c for c in callbacks if not isinstance(c, ProgressBar)]
+    loggers = instantiate_list(cfg.get("logger"), "logger")
+    return instantiate(cfg.trainer, "trainer", callbacks=callbacks, logger=loggers or False)
 
 
 def build(cfg: DictConfig, choices: dict | None = None):
     """Checked config -> (datamodule, model); the data is set up first because the model reads its spec."""
     check_config(cfg, choices)
-    datamodule = hydra.utils.instantiate(cfg.data)
+    datamodule = instantiate(cfg.data, "data")
     datamodule.prepare_data()
     datamodule.setup("fit")
-    model = hydra.utils.instantiate(cfg.model, spec=datamodule.spec)
+    model = instantiate(cfg.model, "model", spec=datamodule.spec)
     return datamodule, model
 
 
@@ -77,9 +100,7 @@ def train(cfg: DictConfig, output_dir: Path, choices: dict | None = None, overri
             L.seed_everything(cfg.seed, workers=True)
         torch.set_float32_matmul_precision(cfg.get("matmul_precision", "high"))
         datamodule, model = build(cfg, choices)
-        callbacks = instantiate_list(cfg.get("callbacks"))
-        loggers = instantiate_list(cfg.get("logger"))
-        trainer: L.Trainer = hydra.utils.instantiate(cfg.trainer, callbacks=callbacks, logger=loggers or False)
+        trainer = make_trainer(cfg)
         params = model.num_params()
         metrics.update(params=params, params_non_embedding=model.num_params(non_embedding=True))
         log.info("%s: %s parameters (%s without embeddings)", type(model).__name__, f"{params:,}",

@@ -1,0 +1,8 @@
+#!/usr/bin/env bash
+# Set up, then run the whole test suite (the slow tier included: DDP, resume, sweeps), as CI does.
+# While editing, the quick tier is: .venv/bin/python -m pytest -m "not slow"
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh
+source scripts/data_env.sh
+exec .venv/bin/python -m pytest "$@"

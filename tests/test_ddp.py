@@ -1,0 +1,37 @@
+"""Two CPU processes with DDP (gloo) give the perplexity one process gives, on the same weights."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from conftest import TINY, TINY_RNN, run_cli
+
+ARGS = [a for a in TINY if "limit_val" not in a] + TINY_RNN + [
+    "data.batch_size=4", "data.eval_batch_size=4", "data.bptt=16", "trainer.max_steps=3", "test=false",
+    "callbacks.step_checkpoint.every_n_train_steps=3",
+]
+
+
+@pytest.mark.slow
+def test_two_process_ddp_trains_and_validates_like_one_process(tmp_path):
+    out = run_cli(ARGS + ["trainer=ddp_cpu", f"hydra.run.dir={tmp_path / 'ddp'}"], tmp_path)
+    assert out.returncode == 0, out.stderr[-3000:]
+    metrics = json.loads((tmp_path / "ddp" / "metrics.json").read_text())
+    assert metrics["status"] == "completed" and metrics["world_size"] == 2
+    ckpt = tmp_path / "ddp" / "checkpoints" / "last.ckpt"
+    state = torch.load(ckpt, map_location="cpu", weights_only=True)
+    assert state["global_step"] == 3
+    assert state["train_state"][0].shape[1] == 4  # both ranks' rows of the carried state were gathered
+
+    results = {}
+    for name, extra in [("one", []), ("two", ["trainer=ddp_cpu"])]:
+        out = run_cli([f"ckpt_path={ckpt}", "split=valid", *extra, f"hydra.run.dir={tmp_path / name}"],
+                      tmp_path, script="eval.py")
+        assert out.returncode == 0, out.stderr[-3000:]
+        results[name] = json.loads((tmp_path / name / "eval_metrics.json").read_text())
+    assert results["two"]["world_size"] == 2
+    assert results["two"]["val/ppl"] == pytest.approx(results["one"]["val/ppl"], rel=1e-5)
+    assert results["one"]["val/ppl"] < 10_000  # it is a real (if barely trained) model, not a constant

@@ -1,0 +1,75 @@
+"""A killed run resumes from its last checkpoint: same step, same LR, same place in the token stream."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+import torch
+
+from conftest import ROOT, TINY, TINY_RNN, compose_cfg, run_cli
+from seqbench.run import train
+
+RESUME = TINY + TINY_RNN + [
+    "trainer.limit_train_batches=null", "data.batch_size=4", "data.bptt=8", "model.dropout=0.3",
+    "test=false", "callbacks.step_checkpoint.every_n_train_steps=4", "scheduler=warmup_cosine",
+    "model.scheduler.warmup_steps=3", "+model.scheduler.total_steps=20",
+]
+
+
+def _weights(ckpt):
+    state = torch.load(ckpt, map_location="cpu", weights_only=True)
+    return state["state_dict"], state
+
+
+@pytest.mark.slow
+def test_resume_mid_epoch_reproduces_the_uninterrupted_run_exactly(tmp_path):
+    straight = compose_cfg(RESUME + ["trainer.max_steps=8"], tmp_path / "a")
+    train(straight, tmp_path / "a")
+    # stops after step 4, mid-epoch. Without the epoch-end checkpoint (which would mark the epoch as
+    # finished), last.ckpt is exactly what a run killed after step 4 leaves behind
+    interrupted = compose_cfg(RESUME + ["trainer.max_steps=4", "~callbacks.best_checkpoint"], tmp_path / "b")
+    train(interrupted, tmp_path / "b")
+    ckpt = tmp_path / "b" / "checkpoints" / "last.ckpt"
+    _, state = _weights(ckpt)
+    assert state["global_step"] == 4
+    assert next(iter(v for k, v in state.items() if k.endswith("DataModule")))["train_next_window"] == 4
+    resumed = compose_cfg(RESUME + ["trainer.max_steps=8", f"ckpt_path={ckpt}"], tmp_path / "c")
+    train(resumed, tmp_path / "c")
+    final_a, state_a = _weights(tmp_path / "a" / "checkpoints" / "last.ckpt")
+    final_c, state_c = _weights(tmp_path / "c" / "checkpoints" / "last.ckpt")
+    assert state_a["global_step"] == state_c["global_step"] == 8
+    for name in final_a:  # same data order, hidden state, dropout masks and LR: identical weights
+        torch.testing.assert_close(final_c[name], final_a[name], rtol=0, atol=0, msg=name)
+    lr = lambda s: s["optimizer_states"][0]["param_groups"][0]["lr"]  # noqa: E731
+    assert lr(state_a) == lr(state_c)
+    torch.testing.assert_close(state_c["train_state"][0], state_a["train_state"][0], rtol=0, atol=0)
+
+
+@pytest.mark.slow
+def test_a_killed_process_resumes_from_its_last_checkpoint(tmp_path):
+    args = [a for a in RESUME if "scheduler" not in a] + [
+        "callbacks.step_checkpoint.every_n_train_steps=3", "trainer.max_steps=100000"]
+    cmd = [sys.executable, str(ROOT / "src" / "train.py"), *args, f"paths.log_dir={tmp_path}",
+           "hydra.run.dir=" + str(tmp_path / "killed")]
+    proc = subprocess.Popen(cmd, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    ckpt = tmp_path / "killed" / "checkpoints" / "last.ckpt"
+    deadline = time.time() + 120
+    while not ckpt.exists() and time.time() < deadline and proc.poll() is None:
+        time.sleep(0.2)
+    time.sleep(0.5)
+    proc.send_signal(signal.SIGKILL)  # no chance to save anything more
+    proc.wait()
+    assert ckpt.exists(), "no checkpoint was written before the kill"
+    saved_step = torch.load(ckpt, map_location="cpu", weights_only=True)["global_step"]
+    out = run_cli([*args[:-1], f"trainer.max_steps={saved_step + 3}", f"ckpt_path={ckpt}",
+                   "hydra.run.dir=" + str(tmp_path / "resumed")], tmp_path)
+    assert out.returncode == 0, out.stderr[-2000:]
+    metrics = json.loads((tmp_path / "resumed" / "metrics.json").read_text())
+    assert metrics["status"] == "completed"
+    final = torch.load(tmp_path / "resumed" / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=True)
+    assert final["global_step"] == saved_step + 3  # it continued, it did not start over

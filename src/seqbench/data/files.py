@@ -76,7 +76,8 @@ def _download(url: str, dest: Path) -> None:
             os.remove(tmp)
 
 
-def ensure_files(folder: Path, files: list[CorpusFile], corpus: str, hint: str = "") -> dict[str, Path]:
+def ensure_files(folder: Path, files: list[CorpusFile], corpus: str, hint: str = "",
+                 download: bool = True) -> dict[str, Path]:
     """Return the verified path of every file, downloading the missing ones.
 
     Raises `DataNotFoundError` with one sentence when a file is missing and cannot be fetched, and
@@ -85,6 +86,12 @@ def ensure_files(folder: Path, files: list[CorpusFile], corpus: str, hint: str =
     folder = Path(folder)
     paths: dict[str, Path] = {}
     missing = [f for f in files if not (folder / f.name).is_file()]
+    if missing and not download:
+        raise DataNotFoundError(
+            f"{corpus}: {', '.join(f.name for f in missing)} not found in {folder} (downloads are off: "
+            f"data.download=false); put the files there, or point data.data_dir (or SEQBENCH_DATA_DIR) at a "
+            f"folder holding {folder.name}/{hint}."
+        )
     if missing:
         try:
             with _folder_lock(folder):

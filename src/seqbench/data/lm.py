@@ -49,11 +49,13 @@ class LanguageModelDataModule(L.LightningDataModule):
         level: Literal["word", "char"] = "word",
         max_vocab: int | None = None,
         min_freq: int = 1,
+        download: bool = True,
         eval_stride: int | None = None,
         seed: int = 0,
     ) -> None:
         super().__init__()
         self.data_dir = Path(data_dir).expanduser()
+        self.download = download  # fetch missing files from the public source (checksum-verified)
         self.batch_size = batch_size
         self.eval_batch_size = eval_batch_size
         self.bptt = bptt
@@ -117,8 +119,10 @@ class LanguageModelDataModule(L.LightningDataModule):
         dataset = StreamWindows(self.streams[split], batch_size, self.bptt, rank, world)
         dataset.start = start
         # batch_size=None: the dataset yields whole batches; an IterableDataset keeps Lightning
-        # from injecting a DistributedSampler that would shuffle the windows out of order
-        return DataLoader(dataset, batch_size=None)
+        # from injecting a DistributedSampler that would shuffle the windows out of order. A private
+        # generator: creating an iterator draws a seed, which must not shift the global RNG (dropout
+        # masks) when a resumed run creates its iterator at another moment than the original did.
+        return DataLoader(dataset, batch_size=None, generator=torch.Generator().manual_seed(0))
 
     def _batching(self) -> str:
         model = self.trainer.lightning_module if self.trainer is not None else None

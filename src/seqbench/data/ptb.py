@@ -20,5 +20,6 @@ class PTBDataModule(LanguageModelDataModule):
     corpus = "ptb"
 
     def split_texts(self) -> dict[str, str]:
-        paths = ensure_files(self.folder, list(FILES.values()), "PTB", hint="ptb.{train,valid,test}.txt")
+        paths = ensure_files(self.folder, list(FILES.values()), "PTB", hint="ptb.{train,valid,test}.txt",
+                             download=self.download)
         return {split: paths[f.name].read_text(encoding="utf-8") for split, f in FILES.items()}

@@ -26,7 +26,7 @@ class ShakespeareCharDataModule(LanguageModelDataModule):
         self.train_fraction = train_fraction
 
     def split_texts(self) -> dict[str, str]:
-        text = ensure_files(self.folder, [FILE], "Tiny Shakespeare", hint="input.txt")["input.txt"].read_text(
-            encoding="utf-8")
+        path = ensure_files(self.folder, [FILE], "Tiny Shakespeare", hint="input.txt", download=self.download)
+        text = path["input.txt"].read_text(encoding="utf-8")
         cut = int(len(text) * self.train_fraction)
         return {"train": text[:cut], "valid": text[cut:], "test": text[cut:]}

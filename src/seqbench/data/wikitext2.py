@@ -31,6 +31,12 @@ class WikiText2DataModule(LanguageModelDataModule):
         return None
 
     def _fetch_from_hub(self) -> dict[str, Path]:
+        if not self.download:
+            raise DataNotFoundError(
+                f"WikiText-2: no wiki.{{train,valid,test}}.tokens or {{train,valid,test}}.txt in {self.folder} "
+                f"(downloads are off: data.download=false); put the files there, or point data.data_dir "
+                f"(or SEQBENCH_DATA_DIR) at a folder holding wikitext2/."
+            )
         try:
             import datasets
 

@@ -29,6 +29,7 @@ import argparse
 import csv
 import math
 import multiprocessing as mp
+import os
 import statistics
 import sys
 import time
@@ -40,7 +41,7 @@ import torch
 H100_BF16_DENSE_TFLOPS = 989.0  # NVIDIA H100 SXM datasheet, dense (no sparsity)
 DEFAULT_FAMILIES = "ptb/rnn,ptb/lstm,ptb/gru,ptb/transformer,ptb/gpt,ptb/gpt:reference"
 FIELDS = ["device", "family", "batch", "length", "status", "step_ms", "tokens_per_s", "peak_mem_mb",
-          "params_non_embedding", "flops_per_token", "tflops", "mfu", "peak_tflops", "peak_source"]
+          "params_non_embedding", "flops_per_token", "tflops", "mfu", "peak_tflops", "peak_source", "load_1min"]
 
 
 # -- the models -----------------------------------------------------------------------------------
@@ -145,7 +146,9 @@ def measure(family: str, batch: int, length: int, vocab: int, device: str, warmu
         times.append(time.perf_counter() - t0)
     step_s = statistics.median(times)
     fpt = flops_per_token(model, length)
-    return {"status": "ok", "step_ms": 1000 * step_s, "tokens_per_s": batch * length / step_s,
+    # a shared machine's other work slows every kernel (and stalls OpenMP barriers): record it
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
+    return {"status": "ok", "step_ms": 1000 * step_s, "tokens_per_s": batch * length / step_s, "load_1min": load,
             "peak_mem_mb": peak, "params_non_embedding": model.num_params(non_embedding=True),
             "flops_per_token": fpt, "tflops": fpt * batch * length / step_s / 1e12}
 

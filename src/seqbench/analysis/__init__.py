@@ -1,1 +1,2 @@
-"""Probes and benchmarks: pipeline speed against a bare loop, throughput, gradients, sizes."""
+"""Probes and benchmarks that measure the models rather than train them: pipeline speed against a bare
+loop, throughput, memory and MFU, gradients, sizes."""

@@ -1,5 +1,6 @@
 """Lightning callbacks of seqbench's own (the rest come straight from Lightning)."""
 
+from seqbench.callbacks.learning_curve import LearningCurve
 from seqbench.callbacks.run_stats import RunStats
 
-__all__ = ["RunStats"]
+__all__ = ["LearningCurve", "RunStats"]

@@ -19,12 +19,30 @@ import lightning as L
 import torch
 
 
+def reset_peak_memory(device: torch.device) -> None:
+    """Start a new peak. On Linux CPUs this resets the kernel's RSS high-water mark (VmHWM); without
+    it, the jobs of a multirun (one process) would each report the largest peak of all before them."""
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(device)
+        return
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+    except OSError:  # not Linux, or not allowed: the peak then covers the whole process
+        pass
+
+
 def peak_memory_mb(device: torch.device) -> float:
     """Peak GPU memory allocated by tensors, or the process' peak resident set size on the CPU."""
     if device.type == "cuda":
         return torch.cuda.max_memory_allocated(device) / 2**20
-    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    return rss / 2**20 if sys.platform == "darwin" else rss / 2**10  # bytes on macOS, KiB on Linux
+    try:
+        with open("/proc/self/status") as f:
+            hwm = next(line for line in f if line.startswith("VmHWM:"))
+        return int(hwm.split()[1]) / 2**10  # kB
+    except (OSError, StopIteration):
+        rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        return rss / 2**20 if sys.platform == "darwin" else rss / 2**10  # bytes on macOS, KiB on Linux
 
 
 class RunStats(L.Callback):
@@ -64,6 +82,10 @@ class RunStats(L.Callback):
     def on_fit_end(self, trainer, pl_module) -> None:
         if self.fit_start is not None:
             self.wall_time_s = time.perf_counter() - self.fit_start
+
+    def setup(self, trainer, pl_module, stage: str) -> None:
+        if stage == "fit":  # each job of a multirun (one process) gets a peak of its own
+            reset_peak_memory(trainer.strategy.root_device)
 
     @staticmethod
     def _sync(pl_module) -> None:

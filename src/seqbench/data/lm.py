@@ -7,8 +7,11 @@ streams, and serves them to models in the form the model family asks for:
 * `stream` (recurrent LMs): truncated-BPTT windows over contiguous columns, hidden state carried
   (see `streams.py`). The position in the stream is saved with checkpoints, so a resumed run
   continues at the next window with the same state.
-* attention LMs ask for fixed `context` windows through `lm_batching = "windows"` (added with the
-  attention families).
+* `windows` (attention LMs): windows of the model's `context` tokens, shuffled tiles of the stream
+  for training and a sliding window with stride `eval_stride` over the whole split for evaluation
+  (see `windows.py`). The window length is the model's (`model.context`, the size of its position
+  table and of its attention), read from the model like `lm_batching`; the stride is a data option
+  because it is part of the evaluation protocol, the same for every attention model on a corpus.
 
 Perplexity is computed by the model from summed NLL over every target token of the split, so the
 numbers of all families on one corpus are comparable.
@@ -25,6 +28,7 @@ from torch.utils.data import DataLoader
 
 from seqbench.data.spec import TaskSpec
 from seqbench.data.streams import StreamWindows
+from seqbench.data.windows import EvalWindows, TrainWindows
 from seqbench.data.vocab import EOS, UNK, Vocab, char_tokens, word_tokens
 
 SPLITS = ("train", "valid", "test")
@@ -46,6 +50,8 @@ class LanguageModelDataModule(L.LightningDataModule):
         max_vocab: int | None = None,
         min_freq: int = 1,
         download: bool = True,
+        eval_stride: int | None = None,
+        seed: int = 0,
     ) -> None:
         super().__init__()
         self.data_dir = Path(data_dir).expanduser()
@@ -56,6 +62,8 @@ class LanguageModelDataModule(L.LightningDataModule):
         self.level = level
         self.max_vocab = max_vocab
         self.min_freq = min_freq
+        self.eval_stride = eval_stride  # windows: null = half the model's context
+        self.seed = seed  # windows: the order of training tiles is a function of (seed, epoch)
         self.vocab: Vocab | None = None
         self.streams: dict[str, torch.Tensor] = {}
         self._train_next_window = 0  # saved in checkpoints: where a resumed epoch continues
@@ -120,6 +128,24 @@ class LanguageModelDataModule(L.LightningDataModule):
         model = self.trainer.lightning_module if self.trainer is not None else None
         return getattr(model, "lm_batching", "stream")
 
+    def _window_loader(self, split: str, batch_size: int, start: int = 0) -> DataLoader:
+        rank, world = self._rank()
+        model = self.trainer.lightning_module
+        context = getattr(model, "context", None)
+        if not isinstance(context, int) or context < 1:
+            raise ValueError(f"{type(model).__name__} asks for LM windows but has no `context` length")
+        if split == "train":
+            dataset = TrainWindows(self.streams[split], batch_size, context, self.seed, rank, world,
+                                   epoch=lambda: self.trainer.current_epoch)
+            dataset.start = start if start < len(dataset) else 0  # 0: the checkpoint ended an epoch
+        else:
+            stride = self.eval_stride or max(1, context // 2)
+            dataset = EvalWindows(self.streams[split], batch_size, context, stride, rank, world)
+        # batch_size=None: the dataset yields whole batches; an IterableDataset keeps Lightning from
+        # injecting a DistributedSampler, which would repeat windows to even out the ranks. A private
+        # generator: creating an iterator draws a seed, which must not shift the global RNG (dropout)
+        return DataLoader(dataset, batch_size=None, generator=torch.Generator().manual_seed(0))
+
     def train_dataloader(self) -> DataLoader:
         start, self._train_next_window = self._train_next_window, 0
         return self._loader("train", self.batch_size, start)
@@ -137,6 +163,8 @@ class LanguageModelDataModule(L.LightningDataModule):
             if start >= len(loader):  # checkpoint taken at the very end of an epoch
                 loader.dataset.start = 0
             return loader
+        if batching == "windows":
+            return self._window_loader(split, batch_size, start)
         raise ValueError(f"{type(self).__name__} cannot serve LM batches of kind {batching!r}")
 
     # -- resume mid-epoch: remember the next training window ----------------------------------

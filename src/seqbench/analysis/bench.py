@@ -1,0 +1,322 @@
+"""Training-step time, tokens/s, memory and MFU against sequence length, every family at matched size.
+
+    python -m seqbench.bench                                      # CPU, the PTB presets, T = 64 .. 4096
+    python -m seqbench.bench --device cuda --batch-sizes 8,32      # GPU: bf16 autocast, MFU vs the H100 peak
+    python -m seqbench.bench --families ptb/lstm,ptb/gpt --lengths 64,128 --out outputs/bench/quick
+
+The models are the ones the comparison trains: each family is composed from its preset
+(`conf/family/<preset>.yaml`, ~0.6M parameters without embeddings for `ptb/*`) exactly as
+`python src/train.py +family=<preset>` would build it, with the attention models' `context` set to
+the sequence length. `ptb/gpt:reference` is GPT with the written-out attention instead of SDPA, the
+"no flash" case whose memory grows as T².
+
+One measured step is the forward pass of `lm_logits` on a (B, T) batch, the loss of `tasks.lm`
+and the backward pass (no optimizer update). Reported per (family, B, T): the median step time
+over `--repeats` steps after `--warmup`, tokens/s = B·T / step time, the peak memory the step adds
+on top of the built model (CUDA: `max_memory_allocated`; CPU: the kernel's RSS high-water mark,
+with each case in a fresh process so one case's allocations cannot hide another's), and the model
+FLOPs utilisation: FLOPs per token (6N for the N weights used in matmuls, plus 12·L·d·T for
+attention scores and values, PaLM appendix B) x tokens/s over the device's peak — the stated
+989 TFLOP/s bf16 dense for an H100, else the measured throughput of a large matmul in the dtype the
+step runs in (fp32 on CPU). A case is skipped, and says why, once a shorter length of the same
+family and batch was slower than `--max-step-s` or when its memory, extrapolated quadratically from
+the shorter length, would pass `--max-mem-gb`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import math
+import multiprocessing as mp
+import os
+import statistics
+import sys
+import time
+from datetime import datetime
+from pathlib import Path
+
+import torch
+
+H100_BF16_DENSE_TFLOPS = 989.0  # NVIDIA H100 SXM datasheet, dense (no sparsity)
+DEFAULT_FAMILIES = "ptb/rnn,ptb/lstm,ptb/gru,ptb/transformer,ptb/gpt,ptb/gpt:reference"
+FIELDS = ["device", "family", "batch", "length", "status", "step_ms", "tokens_per_s", "peak_mem_mb",
+          "params_non_embedding", "flops_per_token", "tflops", "mfu", "peak_tflops", "peak_source", "load_1min"]
+
+
+# -- the models -----------------------------------------------------------------------------------
+def build_model(family: str, vocab: int, length: int):
+    """The LightningModule of a family preset (`ptb/gpt`, or `ptb/gpt:reference`) for sequences of `length`."""
+    from hydra import compose, initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+    from hydra.utils import instantiate
+
+    from seqbench.data.spec import TaskSpec
+    from seqbench.entry import PROJECT_ROOT, register_resolvers
+
+    preset, _, variant = family.partition(":")
+    register_resolvers()
+    GlobalHydra.instance().clear()
+    with initialize_config_dir(config_dir=str(PROJECT_ROOT / "conf"), version_base="1.3"):
+        cfg = compose(config_name="train", overrides=[f"+family={preset}"])
+    if "context" in cfg.model:
+        cfg.model.context = length
+    if variant == "reference":
+        cfg.model.attn_impl = "reference"
+    return instantiate(cfg.model, spec=TaskSpec("lm", vocab_size=vocab))
+
+
+def matmul_params(model: torch.nn.Module) -> int:
+    """Weights used in matmuls: all parameters but lookup tables (an embedding tied to the output
+    layer is a matmul there, so it counts once)."""
+    linear = {id(m.weight) for m in model.modules() if isinstance(m, torch.nn.Linear)}
+    lookup = {id(m.weight): m.weight.numel() for m in model.modules()
+              if isinstance(m, torch.nn.Embedding) and id(m.weight) not in linear}
+    unique = {id(p): p.numel() for p in model.parameters()}
+    return sum(n for pid, n in unique.items() if pid not in lookup)
+
+
+def flops_per_token(model, length: int) -> float:
+    flops = 6.0 * matmul_params(model)
+    if getattr(model, "lm_batching", None) == "windows":  # attention: QKᵀ and AV, forward + backward
+        flops += 12.0 * model.hparams.n_layer * model.hparams.d_model * length
+    return flops
+
+
+# -- memory -----------------------------------------------------------------------------------------
+def _rss_kb(field: str) -> int:
+    with open("/proc/self/status") as f:
+        return int(next(line for line in f if line.startswith(field)).split()[1])
+
+
+def memory_mark(device: torch.device) -> float:
+    """Start a new peak and return the current usage in MB."""
+    from seqbench.callbacks.run_stats import reset_peak_memory
+
+    reset_peak_memory(device)
+    if device.type == "cuda":
+        return torch.cuda.memory_allocated(device) / 2**20
+    return _rss_kb("VmRSS:") / 2**10
+
+
+def memory_peak(device: torch.device) -> float:
+    if device.type == "cuda":
+        return torch.cuda.max_memory_allocated(device) / 2**20
+    return _rss_kb("VmHWM:") / 2**10
+
+
+# -- one case ---------------------------------------------------------------------------------------
+def measure(family: str, batch: int, length: int, vocab: int, device: str, warmup: int, repeats: int,
+            threads: int | None = None) -> dict:
+    """Time and measure one (family, B, T) case; runs in a fresh process when isolated."""
+    from seqbench.tasks.lm import token_nll
+
+    if threads:
+        torch.set_num_threads(threads)
+    dev = torch.device(device)
+    torch.manual_seed(0)
+    model = build_model(family, vocab, length).to(dev).train()
+    tokens = torch.randint(vocab, (batch, length + 1), device=dev)
+    step_batch = {"input": tokens[:, :-1], "target": tokens[:, 1:], "window": 0}
+
+    def sync() -> None:
+        if dev.type == "cuda":
+            torch.cuda.synchronize(dev)
+
+    def step() -> None:
+        with torch.autocast(dev.type, dtype=torch.bfloat16, enabled=dev.type == "cuda"):
+            logits = model.lm_logits(step_batch, "train")  # (B, T, V)
+        nll, n = token_nll(logits, step_batch["target"])  # float32 loss, as in training
+        (nll / n).backward()
+        model.zero_grad(set_to_none=True)
+
+    sync()
+    base = memory_mark(dev)
+    step()  # the first step allocates everything a step needs: its peak is the step's memory
+    sync()
+    peak = memory_peak(dev) - base
+    for _ in range(max(0, warmup - 1)):
+        step()
+    times = []
+    for _ in range(repeats):
+        sync()
+        t0 = time.perf_counter()
+        step()
+        sync()
+        times.append(time.perf_counter() - t0)
+    step_s = statistics.median(times)
+    fpt = flops_per_token(model, length)
+    # a shared machine's other work slows every kernel (and stalls OpenMP barriers): record it
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
+    return {"status": "ok", "step_ms": 1000 * step_s, "tokens_per_s": batch * length / step_s, "load_1min": load,
+            "peak_mem_mb": peak, "params_non_embedding": model.num_params(non_embedding=True),
+            "flops_per_token": fpt, "tflops": fpt * batch * length / step_s / 1e12}
+
+
+def device_peak_tflops(device: torch.device) -> tuple[float, str]:
+    """The stated bf16 dense peak of an H100, else a measured large-matmul throughput."""
+    if device.type == "cuda":
+        name = torch.cuda.get_device_name(device)
+        if "H100" in name:
+            return H100_BF16_DENSE_TFLOPS, f"stated bf16 dense peak of the {name}"
+        dtype, n = torch.bfloat16, 8192
+    else:
+        dtype, n = torch.float32, 2048
+    a, b = (torch.randn(n, n, device=device, dtype=dtype) for _ in range(2))
+    best = math.inf
+    for _ in range(5):
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+        t0 = time.perf_counter()
+        a @ b
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+        best = min(best, time.perf_counter() - t0)
+    return 2 * n**3 / best / 1e12, f"measured {str(dtype).split('.')[-1]} {n}x{n} matmul ({torch.get_num_threads()} threads)"
+
+
+# -- the sweep --------------------------------------------------------------------------------------
+def _skip_reason(prev: dict | None, length: int, max_step_s: float, max_mem_gb: float) -> str | None:
+    if prev is None:
+        return None
+    if prev["status"] != "ok":
+        return f"skipped: a shorter length was {prev['status'].split(':')[0]}"
+    if prev["step_ms"] / 1000 > max_step_s:
+        return f"skipped: T={prev['length']} already took {prev['step_ms'] / 1000:.1f} s > --max-step-s"
+    predicted = prev["peak_mem_mb"] * (length / prev["length"]) ** 2 / 1024
+    if predicted > max_mem_gb:
+        return f"skipped: memory extrapolated from T={prev['length']} is {predicted:.1f} GB > --max-mem-gb"
+    return None
+
+
+def run(families: list[str], lengths: list[int], batch_sizes: list[int], vocab: int = 10_000, device: str = "cpu",
+        warmup: int = 1, repeats: int = 3, max_step_s: float = 20.0, max_mem_gb: float = 8.0,
+        isolate: bool = True, threads: int | None = None, out: Path | None = None,
+        peak_tflops: float | None = None) -> list[dict]:
+    dev = torch.device(device)
+    if threads:
+        torch.set_num_threads(threads)
+    if peak_tflops:
+        peak_source = "stated with --peak-tflops"
+    else:
+        peak_tflops, peak_source = device_peak_tflops(dev)
+    device_name = torch.cuda.get_device_name(dev) if dev.type == "cuda" else f"cpu ({torch.get_num_threads()} threads)"
+    print(f"device: {device_name}; peak {peak_tflops:.2f} TFLOP/s ({peak_source})", flush=True)
+    rows: list[dict] = []
+    pool = mp.get_context("spawn").Pool(1, maxtasksperchild=1) if isolate else None
+    try:
+        for family in families:
+            for batch in batch_sizes:
+                prev = None
+                for length in sorted(lengths):
+                    row = {"device": device_name, "family": family, "batch": batch, "length": length,
+                           "peak_tflops": peak_tflops, "peak_source": peak_source}
+                    reason = _skip_reason(prev, length, max_step_s, max_mem_gb)
+                    if reason:
+                        row["status"] = reason
+                    else:
+                        args = (family, batch, length, vocab, device, warmup, repeats, threads)
+                        try:
+                            row.update(pool.apply(measure, args) if pool else measure(*args))
+                        except torch.cuda.OutOfMemoryError:
+                            row["status"] = "out of memory"
+                        row["mfu"] = row["tflops"] / peak_tflops if row["status"] == "ok" else None
+                        prev = row
+                    rows.append(row)
+                    _print_row(row)
+    finally:
+        if pool:
+            pool.close()
+    if out is not None:
+        write_csv(rows, out / "bench.csv")
+        plot(rows, out / "bench.png")
+        print(f"wrote {out / 'bench.csv'} and {out / 'bench.png'}")
+    return rows
+
+
+def _print_row(row: dict) -> None:
+    if row["status"] != "ok":
+        print(f"{row['family']:22s} B={row['batch']:<3d} T={row['length']:<5d} {row['status']}", flush=True)
+        return
+    print(f"{row['family']:22s} B={row['batch']:<3d} T={row['length']:<5d} {row['step_ms']:9.1f} ms "
+          f"{row['tokens_per_s']:10.0f} tok/s {row['peak_mem_mb']:8.1f} MB  MFU {100 * row['mfu']:.1f}%", flush=True)
+
+
+def write_csv(rows: list[dict], path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w", newline="") as f:
+        writer = csv.DictWriter(f, FIELDS, extrasaction="ignore")
+        writer.writeheader()
+        writer.writerows(rows)
+
+
+def plot(rows: list[dict], path: Path) -> Path:
+    """Step time, tokens/s and peak memory against T (log-log); one colour per family, one line style
+    per batch size."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    ok = [r for r in rows if r["status"] == "ok"]
+    families = list(dict.fromkeys(r["family"] for r in ok))
+    batches = sorted({r["batch"] for r in ok})
+    styles = ["-", "--", ":", "-."]
+    fig, axes = plt.subplots(1, 3, figsize=(15, 4.2), dpi=90)
+    panels = [("step_ms", "forward + backward step (ms)"), ("tokens_per_s", "tokens / s"),
+              ("peak_mem_mb", "peak memory of a step (MB)")]
+    for ax, (key, label) in zip(axes, panels):
+        for i, family in enumerate(families):
+            for j, batch in enumerate(batches):
+                pts = sorted((r["length"], r[key]) for r in ok if r["family"] == family and r["batch"] == batch)
+                if pts:
+                    xs, ys = zip(*pts)
+                    ax.plot(xs, [max(y, 1e-3) for y in ys], styles[j % len(styles)], color=f"C{i}", marker="o",
+                            markersize=3, label=f"{family} B={batch}")
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_xlabel("sequence length T")
+        ax.set_ylabel(label)
+        ax.grid(True, which="both", alpha=0.3)
+    axes[0].legend(fontsize=7)
+    fig.suptitle(f"{rows[0]['device'] if rows else ''}: training step at ~matched parameters")
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path)
+    plt.close(fig)
+    return path
+
+
+def _ints(text: str) -> list[int]:
+    return [int(x) for x in text.split(",") if x]
+
+
+def main(argv: list[str] | None = None) -> list[dict]:
+    parser = argparse.ArgumentParser(prog="python -m seqbench.bench", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--device", default="auto", help="cpu, cuda or auto (cuda when available)")
+    parser.add_argument("--families", default=DEFAULT_FAMILIES,
+                        help="family presets (conf/family/...); ':reference' uses the written-out attention")
+    parser.add_argument("--lengths", default="64,128,256,512,1024,2048,4096")
+    parser.add_argument("--batch-sizes", default="1,8")
+    parser.add_argument("--vocab", type=int, default=10_000, help="vocabulary size (PTB: 10,000)")
+    parser.add_argument("--warmup", type=int, default=1)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--max-step-s", type=float, default=20.0)
+    parser.add_argument("--max-mem-gb", type=float, default=8.0)
+    parser.add_argument("--threads", type=int, help="CPU threads (default: torch's)")
+    parser.add_argument("--peak-tflops", type=float, help="the device's peak for MFU (default: stated for an "
+                                                          "H100, else measured)")
+    parser.add_argument("--no-isolate", action="store_true",
+                        help="measure every case in this process (CPU peak memory is then unreliable)")
+    parser.add_argument("--out", type=Path, help="output folder (default outputs/bench/<device>-<time>)")
+    args = parser.parse_args(argv)
+    device = ("cuda" if torch.cuda.is_available() else "cpu") if args.device == "auto" else args.device
+    out = args.out or Path("outputs") / "bench" / f"{device}-{datetime.now():%Y-%m-%d_%H-%M-%S}"
+    isolate = device == "cpu" and not args.no_isolate
+    return run(args.families.split(","), _ints(args.lengths), _ints(args.batch_sizes), args.vocab, device,
+               args.warmup, args.repeats, args.max_step_s, args.max_mem_gb, isolate, args.threads, out,
+               args.peak_tflops)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

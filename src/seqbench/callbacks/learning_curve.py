@@ -1,0 +1,62 @@
+"""Where each validation falls on the axes a comparison needs: training tokens and training time.
+
+Validation perplexity against epochs compares badly across families: an epoch costs an LSTM and a
+Transformer very different time. At every validation this callback logs how many training target
+tokens the model has been trained on so far (`curve/tokens`, all processes together), the seconds
+spent in training steps (`curve/train_time_s`: validation, checkpointing and start-up excluded, the
+GPU synchronised around each step) and the wall-clock seconds since fit started (`curve/wall_time_s`).
+They land in the same CSV row as `val/ppl`, which is what `seqbench.report` plots and reads the
+"time to a target perplexity" from. The counters are saved in checkpoints, so a resumed run's curve
+continues where it stopped.
+"""
+
+from __future__ import annotations
+
+import time
+
+import lightning as L
+import torch
+
+
+class LearningCurve(L.Callback):
+    def __init__(self) -> None:
+        self.tokens = 0
+        self.train_time_s = 0.0
+        self.wall_offset_s = 0.0  # wall time of the runs this one resumes
+        self._fit_start: float | None = None
+        self._t0: float | None = None
+
+    def on_fit_start(self, trainer, pl_module) -> None:
+        self._fit_start = time.perf_counter()
+
+    def on_train_batch_start(self, trainer, pl_module, batch, batch_idx) -> None:
+        self._sync(pl_module)
+        self._t0 = time.perf_counter()
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
+        self._sync(pl_module)
+        if self._t0 is not None:
+            self.train_time_s += time.perf_counter() - self._t0
+        self.tokens += pl_module.task.count_tokens(batch) * trainer.world_size
+
+    def on_validation_epoch_end(self, trainer, pl_module) -> None:
+        if trainer.sanity_checking or self._fit_start is None:
+            return
+        pl_module.log_dict({"curve/tokens": float(self.tokens), "curve/train_time_s": self.train_time_s,
+                            "curve/wall_time_s": self.wall_time_s()}, rank_zero_only=True)
+
+    def wall_time_s(self) -> float:
+        return self.wall_offset_s + (time.perf_counter() - self._fit_start if self._fit_start else 0.0)
+
+    @staticmethod
+    def _sync(pl_module) -> None:
+        if pl_module.device.type == "cuda":
+            torch.cuda.synchronize(pl_module.device)
+
+    def state_dict(self) -> dict:
+        return {"tokens": self.tokens, "train_time_s": self.train_time_s, "wall_time_s": self.wall_time_s()}
+
+    def load_state_dict(self, state_dict: dict) -> None:
+        self.tokens = int(state_dict.get("tokens", 0))
+        self.train_time_s = float(state_dict.get("train_time_s", 0.0))
+        self.wall_offset_s = float(state_dict.get("wall_time_s", 0.0))

@@ -1,0 +1,79 @@
+"""GPT, the decoder-only Transformer language model (Radford et al. 2018, 2019), after nanoGPT.
+
+    tokens (B, T) -> token embedding + learned position embedding -> dropout
+                  -> n_layer pre-LN blocks (masked self-attention, GELU MLP) -> LayerNorm
+                  -> linear head tied to the token embedding -> logits (B, T, V)
+
+GPT-2 choices, each with its reason: pre-LN blocks and a final LayerNorm (GPT-2 §2.3) train deep
+stacks without a long warmup; weights ~ N(0, 0.02); the projections that write into the residual
+stream ~ N(0, 0.02 / sqrt(2 n_layer)), because every block adds two of them to the stream and its
+variance would otherwise grow with depth (GPT-2 §2.3); the head shares the embedding matrix (Press &
+Wolf 2017). Unlike nanoGPT the vocabulary is not padded to a multiple of 64: the padded logits would
+take probability mass, and every family on a corpus must score the same vocabulary.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor, nn
+
+from seqbench.nn.positions import LearnedPositions
+from seqbench.nn.transformer import TransformerStack
+
+
+@dataclass
+class GPTConfig:
+    vocab_size: int
+    context: int = 256  # block size: the longest sequence, and the size of the position table
+    n_layer: int = 4
+    n_head: int = 4
+    d_model: int = 128
+    dropout: float = 0.0  # nanoGPT: 0 for pretraining, 0.1+ for small corpora that overfit
+    bias: bool = True  # biases in Linear and LayerNorm; nanoGPT: False is a little better and faster
+    attn_impl: str = "sdpa"  # "reference": softmax(QKᵀ/√d)V written out (slow, for study and tests)
+
+
+class GPT(nn.Module):
+    def __init__(self, cfg: GPTConfig) -> None:
+        super().__init__()
+        self.cfg = cfg
+        self.tok_emb = nn.Embedding(cfg.vocab_size, cfg.d_model)
+        self.pos_emb = LearnedPositions(cfg.context, cfg.d_model)
+        self.drop = nn.Dropout(cfg.dropout)
+        self.blocks = TransformerStack(cfg.n_layer, cfg.d_model, cfg.n_head, 4 * cfg.d_model, cfg.dropout,
+                                       norm_first=True, activation="gelu", bias=cfg.bias, attn_impl=cfg.attn_impl)
+        self.lm_head = nn.Linear(cfg.d_model, cfg.vocab_size, bias=False)
+        self.lm_head.weight = self.tok_emb.weight  # weight tying (Press & Wolf 2017)
+        self.apply(self._init_weights)
+        for proj in self.blocks.residual_projections():
+            nn.init.normal_(proj.weight, mean=0.0, std=0.02 / math.sqrt(2 * cfg.n_layer))
+
+    @staticmethod
+    def _init_weights(module: nn.Module) -> None:
+        if isinstance(module, nn.Linear):
+            nn.init.normal_(module.weight, mean=0.0, std=0.02)
+            if module.bias is not None:
+                nn.init.zeros_(module.bias)
+        elif isinstance(module, nn.Embedding):
+            nn.init.normal_(module.weight, mean=0.0, std=0.02)
+
+    def forward(self, tokens: Tensor) -> Tensor:
+        B, T = tokens.size()
+        x = self.tok_emb(tokens) + self.pos_emb(T)  # (B, T, C) + (T, C)
+        x = self.blocks(self.drop(x), causal=True)  # (B, T, C)
+        return self.lm_head(x)  # (B, T, V)
+
+    def num_params(self, non_embedding: bool = True) -> int:
+        """Parameters; `non_embedding` leaves out the position table (the tied token table is the head)."""
+        n = sum(p.numel() for p in self.parameters())
+        return n - self.pos_emb.embedding.weight.numel() if non_embedding else n
+
+    def flops_per_token(self, T: int | None = None) -> float:
+        """Training FLOPs per token, forward + backward (PaLM, Chowdhery et al. 2022, appendix B):
+        6 N for the matmuls of the N weights, plus 12 L d T for attention scores and values."""
+        T = T or self.cfg.context
+        return 6 * self.num_params() + 12 * self.cfg.n_layer * self.cfg.d_model * T
+

@@ -1,0 +1,82 @@
+"""The Transformer of Vaswani et al. (2017) as a language model: its decoder without cross-attention.
+
+    tokens (B, T) -> embedding x √d_model + sinusoidal positions -> dropout
+                  -> n_layer blocks of masked self-attention + ReLU FFN, post-LN (or pre-LN)
+                  -> linear output tied to the embedding -> logits (B, T, V)
+
+The paper's choices, with their sections: embeddings multiplied by √d_model (§3.4) so they are not
+drowned by the unit-scale positional signal; sinusoidal positions (§3.5); residual dropout on every
+sublayer output and on the embedding sum (§5.4, P_drop = 0.1); the output projection shares the
+embedding matrix (§3.4, after Press & Wolf 2017). Weights are Xavier-uniform as in PyTorch's
+nn.Transformer and the tensor2tensor code, the embedding N(0, d_model^-1/2) (fairseq) so that
+after the √d_model scale it has unit variance. The same blocks with cross-attention make the
+translation decoder, so this family grows into the encoder-decoder without a second implementation.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Literal
+
+import torch
+from torch import Tensor, nn
+
+from seqbench.nn.attention import AttentionImpl
+from seqbench.nn.positions import LearnedPositions, SinusoidalPositions
+from seqbench.nn.sampling import sample_next
+from seqbench.nn.transformer import TransformerStack
+
+
+class TransformerLM(nn.Module):
+    def __init__(self, vocab_size: int, context: int = 256, n_layer: int = 4, n_head: int = 4, d_model: int = 128,
+                 d_ff: int | None = None, dropout: float = 0.1, norm_first: bool = False,
+                 positions: Literal["sinusoidal", "learned"] = "sinusoidal", tie_weights: bool = True,
+                 attn_impl: AttentionImpl = "sdpa", bias: bool = True) -> None:
+        super().__init__()
+        self.context, self.d_model, self.n_layer = context, d_model, n_layer
+        self.embedding = nn.Embedding(vocab_size, d_model)
+        if positions == "sinusoidal":
+            self.positions = SinusoidalPositions(d_model, context)
+        elif positions == "learned":
+            self.positions = LearnedPositions(context, d_model)
+        else:
+            raise ValueError(f"unknown positions {positions!r}; choose 'sinusoidal' or 'learned'")
+        self.drop = nn.Dropout(dropout)
+        self.stack = TransformerStack(n_layer, d_model, n_head, d_ff or 4 * d_model, dropout, norm_first, "relu",
+                                      cross_attention=False, bias=bias, attn_impl=attn_impl)
+        self.head = nn.Linear(d_model, vocab_size, bias=False)
+        self.reset_parameters()
+        if tie_weights:
+            self.head.weight = self.embedding.weight
+
+    def reset_parameters(self) -> None:
+        for name, p in self.stack.named_parameters():
+            if p.dim() > 1:
+                nn.init.xavier_uniform_(p)
+            elif name.endswith("bias") and "norm" not in name:
+                nn.init.zeros_(p)
+        for table in (self.embedding.weight, self.head.weight):
+            nn.init.normal_(table, mean=0.0, std=self.d_model**-0.5)
+        if isinstance(self.positions, LearnedPositions):
+            nn.init.normal_(self.positions.embedding.weight, mean=0.0, std=0.02)
+
+    def forward(self, tokens: Tensor) -> Tensor:
+        B, T = tokens.size()
+        x = self.embedding(tokens) * math.sqrt(self.d_model) + self.positions(T)  # (B, T, C) + (T, C)
+        x = self.stack(self.drop(x), causal=True)  # (B, T, C)
+        return self.head(x)  # (B, T, V)
+
+
+@torch.no_grad()
+def generate_windowed(net: nn.Module, prompt: Tensor, max_new_tokens: int, context: int,
+                      temperature: float = 1.0, top_k: int | None = None) -> Tensor:
+    """Sample from a fixed-context LM: prompt (B, T) -> (B, T + max_new_tokens).
+
+    Each step re-reads the last `context` tokens (no key/value cache: simple, and cheap at the sizes
+    sampled here), so a prompt or a sample longer than the context slides along, as in nanoGPT.
+    """
+    tokens = prompt
+    for _ in range(max_new_tokens):
+        logits = net(tokens[:, -context:])  # (B, <=context, V)
+        tokens = torch.cat([tokens, sample_next(logits[:, -1], temperature, top_k)], dim=1)  # (B, T + 1)
+    return tokens

@@ -1,0 +1,315 @@
+"""Aggregate finished runs into one comparison: a markdown table and PNG plots.
+
+    python -m seqbench.report outputs/multiruns/<time>              # one sweep (or several dirs)
+    python -m seqbench.report outputs/multiruns/<time> --target-ppl 150 --out experiments/figures/ptb
+    python -m seqbench.report --wandb-group <group>                  # the same, from W&B (online only)
+
+Every job directory of a sweep holds `metrics.json` (final numbers, parameter counts, tokens/s, peak
+memory), `csv/metrics.csv` (the history: `val/ppl` with `curve/tokens` and `curve/train_time_s` at
+each validation, from `seqbench.callbacks.LearningCurve`) and `.hydra/` (which model/family it was).
+Runs are grouped by family (`family=` preset, else `model=`), and seeds of a family are summarised
+as mean ± sample standard deviation. A failed job appears in the page with its error.
+
+The table's validation perplexity is that of the best checkpoint (the lowest `val/ppl` of the
+history, the one `test/ppl` was measured on). "Time to target" is the training time (validation
+excluded) at the first validation whose perplexity is at or below the target; by default the target
+is the worst of the families' best mean perplexities, so every family reaches it. Plots: validation
+perplexity against training time and against training tokens seen, one line per run, one colour per
+family; best validation perplexity against non-embedding parameters.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import math
+import statistics
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+CURVE_KEYS = ("val/ppl", "curve/tokens", "curve/train_time_s", "curve/wall_time_s")
+
+
+@dataclass
+class Run:
+    name: str  # job directory or W&B run name
+    family: str
+    metrics: dict
+    curve: list[dict] = field(default_factory=list)  # one dict per validation, CURVE_KEYS
+
+    @property
+    def failed(self) -> bool:
+        return self.metrics.get("status") != "completed"
+
+    def best_val_ppl(self) -> float | None:
+        values = [row["val/ppl"] for row in self.curve if row.get("val/ppl") is not None]
+        return min(values) if values else self.metrics.get("val/ppl")
+
+    def time_to(self, target: float, key: str = "curve/train_time_s") -> float | None:
+        for row in self.curve:
+            if row.get("val/ppl") is not None and row["val/ppl"] <= target and row.get(key) is not None:
+                return row[key]
+        return None
+
+
+# -- reading ------------------------------------------------------------------------------------
+def _float(value: str | None) -> float | None:
+    try:
+        return float(value) if value not in (None, "") else None
+    except ValueError:
+        return None
+
+
+def read_curve(path: Path) -> list[dict]:
+    """Rows of a CSVLogger history that hold a validation perplexity, in step order."""
+    if not path.is_file():
+        return []
+    with open(path, newline="") as f:
+        rows = [{k: _float(row.get(k)) for k in CURVE_KEYS + ("step",)} for row in csv.DictReader(f)]
+    return sorted((r for r in rows if r["val/ppl"] is not None), key=lambda r: r["step"] or 0)
+
+
+def family_of(job_dir: Path) -> str:
+    """The family preset (`family=ptb/lstm` -> lstm) or else the model config the job composed."""
+    hydra_yaml = job_dir / ".hydra" / "hydra.yaml"
+    if hydra_yaml.is_file():
+        choices = (yaml.safe_load(hydra_yaml.read_text()) or {}).get("hydra", {}).get("runtime", {}).get("choices", {})
+        if choices.get("family"):
+            return str(choices["family"]).rsplit("/", 1)[-1]
+        if choices.get("model"):
+            return str(choices["model"])
+    return job_dir.name
+
+
+def read_local(dirs: list[Path]) -> list[Run]:
+    """Every job of the given sweep (or single-run) directories, failures included."""
+    runs: list[Run] = []
+    for root in dirs:
+        if not root.is_dir():
+            raise SystemExit(f"{root} is not a directory; give a multirun directory such as outputs/multiruns/<time>")
+        job_dirs = sorted({p.parent for p in root.glob("**/metrics.json")})
+        known = {str(d.resolve()) for d in job_dirs}
+        for job in job_dirs:
+            metrics = json.loads((job / "metrics.json").read_text())
+            runs.append(Run(str(job.relative_to(root.parent)), family_of(job), metrics, read_curve(job / "csv" / "metrics.csv")))
+        jobs_file = root / "jobs.jsonl"  # failures that never wrote a metrics.json
+        for line in jobs_file.read_text().splitlines() if jobs_file.is_file() else []:
+            record = json.loads(line)
+            if record.get("status") == "failed" and str(Path(record.get("dir", "")).resolve()) not in known:
+                runs.append(Run(record.get("dir", "?"), f"job {record.get('job')}", {"status": "failed",
+                                "error": record.get("error"), "overrides": record.get("overrides")}))
+    if not runs:
+        raise SystemExit(f"no metrics.json under {', '.join(map(str, dirs))}: is it a seqbench run or multirun directory?")
+    return runs
+
+
+def read_wandb(group: str, project: str, entity: str | None) -> list[Run]:
+    """The runs of a W&B group, read through the public API; needs a key and the network."""
+    from seqbench.loggers import resolve_mode
+
+    if resolve_mode("auto") != "online":
+        raise SystemExit("W&B is offline here (no API key or no network): report on the local multirun "
+                         "directory instead, or run `wandb sync` and report from a machine that is online.")
+    import wandb
+
+    api = wandb.Api()
+    path = f"{entity}/{project}" if entity else project
+    runs = []
+    for r in api.runs(path, filters={"group": group}):
+        # LearningCurve logs its columns in the same step as val/ppl, so they share history rows
+        curve = [{k: row.get(k) for k in CURVE_KEYS} for row in r.scan_history(keys=list(CURVE_KEYS[:3]))]
+        summary = {k: v for k, v in r.summary.items() if not k.startswith("_")}
+        summary.setdefault("status", "completed" if r.state == "finished" else r.state)
+        for key in ("params", "params_non_embedding"):
+            summary.setdefault(key, r.config.get(key))
+        runs.append(Run(r.name, r.name.split("-")[0], summary, curve))
+    if not runs:
+        raise SystemExit(f"no W&B runs in group {group!r} of project {path!r}")
+    return runs
+
+
+# -- summarising --------------------------------------------------------------------------------
+def mean_std(values: list[float]) -> tuple[float | None, float | None]:
+    values = [v for v in values if v is not None and math.isfinite(v)]
+    if not values:
+        return None, None
+    return statistics.fmean(values), (statistics.stdev(values) if len(values) > 1 else None)
+
+
+def families(runs: list[Run]) -> dict[str, list[Run]]:
+    out: dict[str, list[Run]] = {}
+    for run in runs:
+        if not run.failed:
+            out.setdefault(run.family, []).append(run)
+    return out
+
+
+def default_target(groups: dict[str, list[Run]]) -> float | None:
+    """The worst family's best mean perplexity: the lowest target every family reaches."""
+    bests = [mean_std([r.best_val_ppl() for r in rs])[0] for rs in groups.values()]
+    bests = [b for b in bests if b is not None]
+    return max(bests) if bests else None
+
+
+def _fmt(mean: float | None, std: float | None = None, digits: int = 1) -> str:
+    if mean is None:
+        return "–"
+    text = f"{mean:,.{digits}f}"
+    return f"{text} ± {std:,.{digits}f}" if std is not None else text
+
+
+def table(groups: dict[str, list[Run]], target: float | None) -> str:
+    head = ["family", "runs", "params", "non-emb params", "valid ppl", "test ppl", "tokens/s",
+            f"train time to ppl {target:.1f} (s)" if target else "train time to target (s)", "wall time (s)",
+            "peak mem (MB)"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "|".join("---" for _ in head) + "|"]
+    for name, rs in sorted(groups.items(), key=lambda kv: mean_std([r.best_val_ppl() for r in kv[1]])[0] or math.inf):
+        def col(key: str, digits: int = 1) -> str:
+            return _fmt(*mean_std([r.metrics.get(key) for r in rs]), digits=digits)
+
+        reached = [r.time_to(target) for r in rs] if target else []
+        hit = [t for t in reached if t is not None]
+        to_target = _fmt(*mean_std(hit), digits=0) if hit else "not reached"
+        if hit and len(hit) < len(rs):
+            to_target += f" ({len(hit)}/{len(rs)} runs)"
+        params = mean_std([r.metrics.get("params") for r in rs])[0]
+        non_emb = mean_std([r.metrics.get("params_non_embedding") for r in rs])[0]
+        lines.append("| " + " | ".join([
+            name, str(len(rs)), f"{params:,.0f}" if params else "–", f"{non_emb:,.0f}" if non_emb else "–",
+            _fmt(*mean_std([r.best_val_ppl() for r in rs])), col("test/ppl"), col("tokens_per_s", 0),
+            to_target, col("wall_time_s", 0), col("peak_mem_mb", 0)]) + " |")
+    return "\n".join(lines)
+
+
+# -- plotting -----------------------------------------------------------------------------------
+def plot_curves(groups: dict[str, list[Run]], x_key: str, xlabel: str, path: Path) -> Path:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6.4, 4.2), dpi=100)
+    for i, (name, rs) in enumerate(sorted(groups.items())):
+        color = f"C{i}"
+        for j, run in enumerate(rs):
+            points = [(row[x_key], row["val/ppl"]) for row in run.curve if row.get(x_key) is not None]
+            if points:
+                xs, ys = zip(*points)
+                ax.plot(xs, ys, color=color, marker="o", markersize=3, linewidth=1.2,
+                        label=name if j == 0 else None)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel("validation perplexity")
+    ax.set_yscale("log")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+    return path
+
+
+def plot_params(groups: dict[str, list[Run]], path: Path) -> Path:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6.4, 4.2), dpi=100)
+    for i, (name, rs) in enumerate(sorted(groups.items())):
+        params = mean_std([r.metrics.get("params_non_embedding") for r in rs])[0]
+        ppl, std = mean_std([r.best_val_ppl() for r in rs])
+        if params and ppl:
+            ax.errorbar([params], [ppl], yerr=[std or 0.0], fmt="o", color=f"C{i}", capsize=3, label=name)
+            ax.annotate(name, (params, ppl), textcoords="offset points", xytext=(5, 5))
+    ax.set_xscale("log")
+    ax.set_xlabel("parameters without embeddings")
+    ax.set_ylabel("best validation perplexity (mean ± sd)")
+    ax.grid(True, which="both", alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+    return path
+
+
+# -- the page -----------------------------------------------------------------------------------
+def write_report(runs: list[Run], out: Path, target: float | None = None, title: str = "Comparison") -> dict:
+    """Write report.md, runs.csv and the PNGs into `out`; returns their paths and the table."""
+    out.mkdir(parents=True, exist_ok=True)
+    groups = families(runs)
+    target = target if target is not None else default_target(groups)
+    text = table(groups, target)
+    pngs = {
+        "ppl_vs_train_time": plot_curves(groups, "curve/train_time_s", "training time (s)", out / "ppl_vs_time.png"),
+        "ppl_vs_tokens": plot_curves(groups, "curve/tokens", "training tokens seen", out / "ppl_vs_tokens.png"),
+        "ppl_vs_params": plot_params(groups, out / "ppl_vs_params.png"),
+    }
+    failed = [r for r in runs if r.failed]
+    lines = [f"# {title}", "", text, ""]
+    lines += [f"![{k}]({p.name})" for k, p in pngs.items()]
+    if failed:
+        lines += ["", "## Failed jobs", ""] + [f"- {r.name}: {r.metrics.get('error')}" for r in failed]
+    (out / "report.md").write_text("\n".join(lines) + "\n")
+    with open(out / "runs.csv", "w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(["run", "family", "status", "params", "params_non_embedding", "best_val_ppl", "test_ppl",
+                         "tokens_per_s", "train_time_to_target_s", "wall_time_s", "peak_mem_mb"])
+        for r in runs:
+            m = r.metrics
+            writer.writerow([r.name, r.family, m.get("status"), m.get("params"), m.get("params_non_embedding"),
+                             r.best_val_ppl(), m.get("test/ppl"), m.get("tokens_per_s"),
+                             r.time_to(target) if target else None, m.get("wall_time_s"), m.get("peak_mem_mb")])
+    return {"table": text, "target": target, "report": out / "report.md", "pngs": pngs}
+
+
+def log_to_wandb(result: dict, mode: str, project: str, group: str | None) -> None:
+    """Post the plots and the table to W&B as media of a `report` run ('auto': only when online)."""
+    from seqbench.loggers import resolve_mode
+
+    resolved = resolve_mode(mode)
+    if resolved == "disabled" or (mode == "auto" and resolved != "online"):
+        print("W&B: the plots were not posted (offline here); --wandb offline writes them for a later `wandb sync`")
+        return
+    mode = resolved
+    import wandb
+
+    run = wandb.init(project=project, group=group, job_type="report", mode=mode,
+                     dir=str(result["report"].parent))
+    run.log({f"report/{k}": wandb.Image(str(p)) for k, p in result["pngs"].items()})
+    run.log({"report/table": wandb.Html(f"<pre>{result['table']}</pre>")})
+    run.finish()
+
+
+def main(argv: list[str] | None = None) -> dict:
+    parser = argparse.ArgumentParser(prog="python -m seqbench.report", description=__doc__.split("\n\n")[0])
+    parser.add_argument("dirs", nargs="*", type=Path, help="multirun (or run) directories")
+    parser.add_argument("--out", type=Path, help="where report.md and the PNGs go (default: <first dir>/report)")
+    parser.add_argument("--target-ppl", type=float, help="perplexity for the time-to-target column")
+    parser.add_argument("--title", default="Comparison")
+    parser.add_argument("--wandb-group", help="read the runs of this W&B group instead of directories")
+    parser.add_argument("--wandb-project", default="seqbench")
+    parser.add_argument("--wandb-entity")
+    parser.add_argument("--wandb", default="auto", choices=["auto", "online", "offline", "disabled"],
+                        help="post the plots to W&B (auto: only when online)")
+    args = parser.parse_args(argv)
+    if args.wandb_group:
+        runs = read_wandb(args.wandb_group, args.wandb_project, args.wandb_entity)
+        out = args.out or Path("outputs") / "reports" / args.wandb_group
+    elif args.dirs:
+        runs = read_local(args.dirs)
+        out = args.out or args.dirs[0] / "report"
+    else:
+        parser.error("give multirun directories or --wandb-group")
+    result = write_report(runs, out, args.target_ppl, args.title)
+    print(result["table"])
+    print(f"\nwrote {result['report']} and {', '.join(p.name for p in result['pngs'].values())}")
+    if args.wandb != "disabled":
+        log_to_wandb(result, args.wandb, args.wandb_project, args.wandb_group or (args.dirs[0].name if args.dirs else None))
+    return result
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -1,0 +1,73 @@
+"""seqbench.report: the table and the plots from a sweep directory."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+from conftest import TINY, run_cli
+from seqbench import report
+
+
+def _job(sweep, num, family, seed, curve, test_ppl, status="completed"):
+    job = sweep / str(num)
+    (job / ".hydra").mkdir(parents=True)
+    (job / ".hydra" / "hydra.yaml").write_text(
+        f"hydra:\n  runtime:\n    choices:\n      model: m\n      family: ptb/{family}\n")
+    metrics = {"status": status, "params": 1000 * (num + 1), "params_non_embedding": 500, "test/ppl": test_ppl,
+               "tokens_per_s": 100.0 + seed, "wall_time_s": 10.0, "peak_mem_mb": 50.0, "val/ppl": curve[-1][1]}
+    (job / "metrics.json").write_text(json.dumps(metrics))
+    (job / "csv").mkdir()
+    rows = ["epoch,step,train/loss,val/ppl,curve/tokens,curve/train_time_s"]
+    for i, (t, ppl) in enumerate(curve):
+        rows.append(f"0,{i * 10},2.0,,,")  # a training row: no val/ppl, ignored
+        rows.append(f"0,{i * 10 + 9},,{ppl},{(i + 1) * 1000},{t}")
+    (job / "csv" / "metrics.csv").write_text("\n".join(rows) + "\n")
+
+
+def test_table_summarises_seeds_and_reads_time_to_target(tmp_path):
+    sweep = tmp_path / "sweep"
+    _job(sweep, 0, "lstm", 1, [(10, 300), (20, 200), (30, 150)], 140)
+    _job(sweep, 1, "lstm", 2, [(10, 280), (20, 180), (30, 170)], 160)
+    _job(sweep, 2, "gpt", 1, [(5, 400), (15, 190), (25, 120)], 110)
+    (sweep / "jobs.jsonl").write_text(json.dumps({"job": 3, "status": "failed", "dir": str(sweep / "3"),
+                                                  "error": "ConfigError: bad", "overrides": "x=1"}) + "\n")
+    result = report.write_report(report.read_local([sweep]), tmp_path / "out")
+    # default target: the worse family's best mean, lstm's (150 + 170) / 2 = 160
+    assert result["target"] == pytest.approx(160.0)
+    rows = {line.split("|")[1].strip(): [c.strip() for c in line.split("|")[1:-1]]
+            for line in result["table"].splitlines()[2:]}
+    assert list(rows) == ["gpt", "lstm"]  # best family first
+    lstm = rows["lstm"]
+    assert lstm[1] == "2" and lstm[4] == f"160.0 ± {math.sqrt(200):.1f}"  # best val ppl of each seed: 150, 170
+    assert lstm[5] == f"150.0 ± {math.sqrt(200):.1f}"
+    assert lstm[7] == "30 (1/2 runs)"  # seed 1 reaches 160 at 30 s of training; seed 2's best is 170
+    assert rows["gpt"][7] == "25"
+    page = (tmp_path / "out" / "report.md").read_text()
+    assert "ConfigError: bad" in page and "ppl_vs_time.png" in page
+    for name in ("ppl_vs_time.png", "ppl_vs_tokens.png", "ppl_vs_params.png"):
+        assert (tmp_path / "out" / name).read_bytes()[:4] == b"\x89PNG"
+
+
+def test_a_target_no_run_reaches_says_so(tmp_path):
+    _job(tmp_path / "s", 0, "rnn", 1, [(10, 300)], 290)
+    result = report.write_report(report.read_local([tmp_path / "s"]), tmp_path / "out", target=100.0)
+    assert "not reached" in result["table"]
+
+
+def test_an_empty_directory_is_one_sentence(tmp_path):
+    with pytest.raises(SystemExit, match="no metrics.json"):
+        report.read_local([tmp_path])
+
+
+@pytest.mark.slow
+def test_report_on_a_real_two_job_multirun(tmp_path):
+    result = run_cli(["-m", "model=gpt_nano,lstm", "data=ptb", *TINY], tmp_path)
+    assert result.returncode == 0, result.stderr[-3000:]
+    sweep = next((tmp_path / "multiruns").iterdir())
+    out = report.main([str(sweep), "--wandb", "disabled"])
+    assert set(report.families(report.read_local([sweep]))) == {"gpt_nano", "lstm"}
+    assert "| gpt_nano |" in out["table"] and "| lstm |" in out["table"]
+    assert (sweep / "report" / "ppl_vs_tokens.png").stat().st_size > 1000

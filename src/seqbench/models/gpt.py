@@ -15,17 +15,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Literal
 
-import torch
 
 from seqbench.data.spec import TaskSpec
-from seqbench.models.base import SeqModel
+from seqbench.models.windowed import WindowedLM
 from seqbench.nn.gpt import GPT, GPTConfig
-from seqbench.nn.transformer_lm import generate_windowed
 
 
-class GPTModel(SeqModel):
-    lm_batching = "windows"
-
+class GPTModel(WindowedLM):
     def __init__(
         self,
         spec: TaskSpec,
@@ -44,19 +40,8 @@ class GPTModel(SeqModel):
     ) -> None:
         super().__init__(spec, optimizer, scheduler, scheduler_interval, scheduler_monitor)
         self.save_hyperparameters(ignore=["spec", "optimizer", "scheduler"])
-        self.context = context  # the LM DataModule cuts windows of this length
-        self.net = GPT(GPTConfig(spec.vocab_size, context, n_layer, n_head, d_model, dropout, bias, attn_impl))
-        if compile:
-            self.net.compile()  # in place: parameter names (and checkpoints) stay those of the eager model
-
-    def lm_logits(self, batch: dict, stage: str) -> torch.Tensor:
-        return self.net(batch["input"])  # (B, T, V)
-
-    def generate(self, prompt: torch.Tensor, max_new_tokens: int, temperature: float = 1.0,
-                 top_k: int | None = None) -> torch.Tensor:
-        """prompt (B, T) -> (B, T + max_new_tokens), reading at most `context` tokens back."""
-        self.eval()
-        return generate_windowed(self.net, prompt, max_new_tokens, self.context, temperature, top_k)
+        self.attach(GPT(GPTConfig(spec.vocab_size, context, n_layer, n_head, d_model, dropout, bias, attn_impl)),
+                    context, compile)
 
     def flops_per_token(self) -> float:
         return self.net.flops_per_token(self.context)

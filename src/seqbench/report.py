@@ -13,7 +13,8 @@ as mean ± sample standard deviation. A failed job appears in the page with its 
 The table's validation perplexity is that of the best checkpoint (the lowest `val/ppl` of the
 history, the one `test/ppl` was measured on). "Time to target" is the training time (validation
 excluded) at the first validation whose perplexity is at or below the target; by default the target
-is the worst of the families' best mean perplexities, so every family reaches it. Plots: validation
+is the worst of the families' best mean perplexities, so every family reaches it on average (a
+run of that family worse than its mean may not; the column then says how many did). Plots: validation
 perplexity against training time and against training tokens seen, one line per run, one colour per
 family; best validation perplexity against non-embedding parameters.
 """
@@ -121,12 +122,16 @@ def read_wandb(group: str, project: str, entity: str | None) -> list[Run]:
     runs = []
     for r in api.runs(path, filters={"group": group}):
         # LearningCurve logs its columns in the same step as val/ppl, so they share history rows
-        curve = [{k: row.get(k) for k in CURVE_KEYS} for row in r.scan_history(keys=list(CURVE_KEYS[:3]))]
+        curve = [{k: row.get(k) for k in CURVE_KEYS} for row in r.scan_history(keys=list(CURVE_KEYS))]
         summary = {k: v for k, v in r.summary.items() if not k.startswith("_")}
         summary.setdefault("status", "completed" if r.state == "finished" else r.state)
         for key in ("params", "params_non_embedding"):
             summary.setdefault(key, r.config.get(key))
-        runs.append(Run(r.name, r.name.split("-")[0], summary, curve))
+        # metrics.json's names for what W&B holds as the RunStats metric and the run's own runtime
+        summary.setdefault("tokens_per_s", summary.get("train/tokens_per_s"))
+        summary.setdefault("wall_time_s", r.summary.get("_runtime"))
+        family = str(r.config.get("family") or r.name.split("-")[0]).rsplit("/", 1)[-1]
+        runs.append(Run(r.name, family, summary, curve))
     if not runs:
         raise SystemExit(f"no W&B runs in group {group!r} of project {path!r}")
     return runs

@@ -106,8 +106,11 @@ def train(cfg: DictConfig, output_dir: Path, choices: dict | None = None, overri
         log.info("%s: %s parameters (%s without embeddings)", type(model).__name__, f"{params:,}",
                  f"{metrics['params_non_embedding']:,}")
         for logger in trainer.loggers:
+            # `family`: which preset (or model config) this run is, for seqbench.report on a W&B group —
+            # the run name says only `lstm` for the RNN and GRU presets, which differ in model.cell
+            family = (choices or {}).get("family") or (choices or {}).get("model")
             logger.log_hyperparams({"params": params, "params_non_embedding": metrics["params_non_embedding"],
-                                    **OmegaConf.to_container(cfg, resolve=True)})
+                                    "family": family, **OmegaConf.to_container(cfg, resolve=True)})
         if cfg.get("train", True):
             trainer.fit(model, datamodule=datamodule, ckpt_path=cfg.get("ckpt_path"))
         metrics.update({k: v for k, v in trainer.callback_metrics.items()})

@@ -157,7 +157,7 @@ def device_peak_tflops(device: torch.device) -> tuple[float, str]:
     """The stated bf16 dense peak of an H100, else a measured large-matmul throughput."""
     if device.type == "cuda":
         name = torch.cuda.get_device_name(device)
-        if "H100" in name:
+        if "H100" in name and not any(form in name for form in ("PCIe", "NVL")):  # the SXM card's peak
             return H100_BF16_DENSE_TFLOPS, f"stated bf16 dense peak of the {name}"
         dtype, n = torch.bfloat16, 8192
     else:

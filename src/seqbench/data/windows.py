@@ -8,7 +8,8 @@ random order. With context 4, phase 2 and the alphabet:
 
 Each epoch draws a new phase and order from (seed, epoch), so a token sits at a different position
 of its window in every epoch (what nanoGPT's random offsets give), yet every token is trained on
-once per epoch, as for the recurrent models; "epochs" and "tokens seen" then mean the same for all
+at most once per epoch, as for the recurrent models (the phase's prefix, the tail and the last
+partial batch are left out: 0.2 % of PTB); "epochs" and "tokens seen" then mean the same for all
 families. The order is a pure function of (seed, epoch), so a resumed run continues mid-epoch with
 exactly the batches it would have seen, and no sampler is needed under DDP: rank r takes rows
 [r*B/W, (r+1)*B/W) of every global batch, the layout `streams.py` uses.

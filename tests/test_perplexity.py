@@ -59,16 +59,3 @@ def test_uniform_prediction_has_perplexity_equal_to_vocabulary_size():
     task.epoch_end(model, "test")
     assert math.isclose(model.logged["test/ppl"], V, rel_tol=1e-6)
     assert math.isclose(model.logged["test/loss"], math.log(V), rel_tol=1e-6)
-
-
-def test_time_major_logits_are_scored_like_batch_major_ones():
-    """Recurrent LMs hand over (B, T, V) views of (T, B, V) memory; the NLL and count must not change."""
-    torch.manual_seed(0)
-    time_major = torch.randn(7, 3, 11)  # (T, B, V)
-    target = torch.randint(0, 11, (3, 7))
-    target[1, 4:] = IGNORE_INDEX
-    view = time_major.transpose(0, 1)  # (B, T, V), not contiguous
-    nll, n = token_nll(view, target)
-    nll_ref, n_ref = token_nll(view.contiguous(), target)
-    assert n == n_ref == 3 * 7 - 3
-    assert torch.allclose(nll, nll_ref, rtol=1e-6)

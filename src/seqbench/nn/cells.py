@@ -153,19 +153,14 @@ def _flip_within(x: Tensor, lengths: Tensor | None) -> Tensor:
 
 
 def make_rnn(mode: str, input_size: int, hidden_size: int, num_layers: int = 1, dropout: float = 0.0,
-             bidirectional: bool = False, nonlinearity: str = "tanh", impl: str = "fused",
-             batch_first: bool = True) -> nn.Module:
-    """The fused PyTorch module (cuDNN on GPU, oneDNN on CPU) or the reference loop, same parameters.
-
-    `batch_first=False` (fused only) takes and returns (T, B, .), the kernels' own layout."""
+             bidirectional: bool = False, nonlinearity: str = "tanh", impl: str = "fused") -> nn.Module:
+    """The fused PyTorch module (cuDNN on GPU, oneDNN on CPU) or the reference loop, same parameters."""
     if impl == "reference":
-        if not batch_first:
-            raise ValueError("the reference cells take batch-first (B, T, .) input")
         return ReferenceRNN(mode, input_size, hidden_size, num_layers, dropout, bidirectional, nonlinearity)
     if impl != "fused":
         raise ValueError(f"unknown recurrent implementation {impl!r}; choose 'fused' or 'reference'")
     kwargs = dict(num_layers=num_layers, dropout=dropout if num_layers > 1 else 0.0,
-                  bidirectional=bidirectional, batch_first=batch_first)
+                  bidirectional=bidirectional, batch_first=True)
     if mode == "lstm":
         return nn.LSTM(input_size, hidden_size, **kwargs)
     if mode == "gru":

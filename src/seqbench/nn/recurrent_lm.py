@@ -29,12 +29,8 @@ class RecurrentLM(nn.Module):
         self.cell, self.num_layers, self.hidden_size = cell, num_layers, hidden_size
         self.embedding = nn.Embedding(vocab_size, embedding_size)
         self.embedding_dropout = nn.Dropout(dropout if embedding_dropout is None else embedding_dropout)
-        # The fused kernels run time-major: (T, B, .) in and out. Feeding them that layout, rather than
-        # batch_first tensors they transpose and copy on the way in and out, is 7 % faster per training
-        # step on a 2-core CPU (2x200 LSTM, batch 20, bptt 35; experiments/ptb-recurrent.md).
-        self.time_major = impl == "fused"
         self.rnn = make_rnn(cell, embedding_size, hidden_size, num_layers, dropout, nonlinearity=nonlinearity,
-                            impl=impl, batch_first=not self.time_major)
+                            impl=impl)
         self.output_dropout = nn.Dropout(dropout if output_dropout is None else output_dropout)
         self.decoder = nn.Linear(hidden_size, vocab_size)
         if tie_weights:
@@ -54,16 +50,10 @@ class RecurrentLM(nn.Module):
         return (h, h.clone()) if self.cell == "lstm" else h
 
     def forward(self, tokens: Tensor, state=None) -> tuple[Tensor, object]:
-        """tokens (B, T) -> logits (B, T, V) and the final state for the next window.
-
-        Time-major inside, the logits come back as a (B, T, V) view of (T, B, V) memory; `tasks.lm`
-        scores such a view in memory order instead of copying it."""
-        if self.time_major:
-            tokens = tokens.t()  # (T, B)
-        x = self.embedding_dropout(self.embedding(tokens))  # (T, B, E) or (B, T, E)
-        out, state = self.rnn(x, state)
-        logits = self.decoder(self.output_dropout(out))
-        return (logits.transpose(0, 1) if self.time_major else logits), state
+        """tokens (B, T) -> logits (B, T, V) and the final state for the next window."""
+        x = self.embedding_dropout(self.embedding(tokens))  # (B, T, E)
+        out, state = self.rnn(x, state)  # (B, T, H)
+        return self.decoder(self.output_dropout(out)), state
 
 
 def map_state(fn, state):

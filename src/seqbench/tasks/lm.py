@@ -20,12 +20,7 @@ STAGES = ("train", "val", "test")
 
 
 def token_nll(logits: torch.Tensor, target: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Summed NLL (float32 even under bf16 autocast) and the number of scored tokens.
-
-    Logits that are a (B, T, V) view of time-major (T, B, V) memory (the recurrent LMs') are scored
-    in memory order: the sum does not depend on the order, and flattening the view would copy it."""
-    if logits.dim() == 3 and not logits.is_contiguous() and logits.transpose(0, 1).is_contiguous():
-        logits, target = logits.transpose(0, 1), target.transpose(0, 1)
+    """Summed NLL (float32 even under bf16 autocast) and the number of scored tokens."""
     nll = F.cross_entropy(logits.flatten(0, -2).float(), target.flatten(), ignore_index=IGNORE_INDEX,
                           reduction="sum")
     return nll, (target != IGNORE_INDEX).sum()

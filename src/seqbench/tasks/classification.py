@@ -26,10 +26,10 @@ class Classification(nn.Module):
     def from_spec(cls, spec):
         return cls(spec.num_classes)
 
-    def __init__(self, num_classes: int) -> None:
+    def __init__(self, num_classes: int, ignore_index: int | None = None) -> None:
         super().__init__()
         for stage in STAGES:  # attributes, not a ModuleDict: "train" would shadow nn.Module.train
-            setattr(self, f"{stage}_acc", MulticlassAccuracy(num_classes, average="micro"))
+            setattr(self, f"{stage}_acc", MulticlassAccuracy(num_classes, average="micro", ignore_index=ignore_index))
             setattr(self, f"{stage}_loss", MeanMetric())
 
     def metric(self, stage: str, name: str):

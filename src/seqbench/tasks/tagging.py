@@ -12,31 +12,20 @@ from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
-from torch import nn
-from torchmetrics import MeanMetric
-from torchmetrics.classification import MulticlassAccuracy
 
 from seqbench.data.streams import IGNORE_INDEX
+from seqbench.tasks.classification import Classification
 
-STAGES = ("train", "val", "test")
 
+class Tagging(Classification):
+    """Per-token classification: the metrics and epoch logging are the classification task's, with
+    padding (IGNORE_INDEX) left out of the accuracy."""
 
-class Tagging(nn.Module):
     name = "tagging"
     method = "tag"
 
-    @classmethod
-    def from_spec(cls, spec):
-        return cls(spec.num_classes)
-
     def __init__(self, num_classes: int) -> None:
-        super().__init__()
-        for stage in STAGES:
-            setattr(self, f"{stage}_acc", MulticlassAccuracy(num_classes, average="micro", ignore_index=IGNORE_INDEX))
-            setattr(self, f"{stage}_loss", MeanMetric())
-
-    def metric(self, stage: str, name: str):
-        return getattr(self, f"{stage}_{name}")
+        super().__init__(num_classes, ignore_index=IGNORE_INDEX)
 
     def count_tokens(self, batch: dict) -> int:
         return int((batch["tags"] != IGNORE_INDEX).sum())
@@ -59,15 +48,3 @@ class Tagging(nn.Module):
         if stage == "train":
             model.log("train/loss", loss, prog_bar=True)
         return loss
-
-    def reset(self, stage: str) -> None:
-        for name in ("acc", "loss"):
-            self.metric(stage, name).reset()
-
-    def epoch_end(self, model, stage: str) -> None:
-        if self.metric(stage, "loss").update_count == 0:
-            return
-        suffix = "_epoch" if stage == "train" else ""
-        model.log(f"{stage}/loss{suffix}", self.metric(stage, "loss").compute(), sync_dist=True)
-        model.log(f"{stage}/acc", self.metric(stage, "acc").compute(), sync_dist=True, prog_bar=stage == "val")
-        self.reset(stage)

@@ -8,6 +8,10 @@ or explicit `model.n_layer/n_head/d_model`.
 On a GPU, `trainer.precision=bf16-mixed` runs the matmuls and attention in bf16 under autocast (the
 loss is computed in float32 by the task), and `model.compile=true` compiles the network with
 `torch.compile`; both leave the CPU path as it is.
+
+On `classification`, `regression` and `tagging` (SST-2, the synthetic probes) it reads the whole
+sequence left to right and a linear head reads the last real token's state (`model.pooling=last`,
+the GPT paper's choice) or every state (tagging); `models/windowed.py` has the details.
 """
 
 from __future__ import annotations
@@ -37,11 +41,15 @@ class GPTModel(WindowedLM):
         bias: bool = True,
         attn_impl: Literal["sdpa", "reference"] = "sdpa",
         compile: bool = False,
+        pooling: Literal["last", "mean", "max"] = "last",
     ) -> None:
         super().__init__(spec, optimizer, scheduler, scheduler_interval, scheduler_monitor)
         self.save_hyperparameters(ignore=["spec", "optimizer", "scheduler"])
-        self.attach(GPT(GPTConfig(spec.vocab_size, context, n_layer, n_head, d_model, dropout, bias, attn_impl)),
-                    context, compile)
+        self.pooling = pooling
+        context = self.sequence_context(context)
+        net = GPT(GPTConfig(spec.vocab_size, context, n_layer, n_head, d_model, dropout, bias, attn_impl,
+                            spec.input_dim))
+        self.attach(net, context, compile, d_model)
 
     def flops_per_token(self) -> float:
         return self.net.flops_per_token(self.context)

@@ -10,6 +10,10 @@ stream ~ N(0, 0.02 / sqrt(2 n_layer)), because every block adds two of them to t
 variance would otherwise grow with depth (GPT-2 §2.3); the head shares the embedding matrix (Press &
 Wolf 2017). Unlike nanoGPT the vocabulary is not padded to a multiple of 64: the padded logits would
 take probability mass, and every family on a corpus must score the same vocabulary.
+
+`features` returns the final LayerNorm's states, the input of both the LM head and a fine-tuning
+head (GPT §3.2: the last token's state feeds the task's linear layer); with `input_dim` the model
+reads feature vectors (B, T, F) through a linear map and has no LM head.
 """
 
 from __future__ import annotations
@@ -34,19 +38,23 @@ class GPTConfig:
     dropout: float = 0.0  # nanoGPT: 0 for pretraining, 0.1+ for small corpora that overfit
     bias: bool = True  # biases in Linear and LayerNorm; nanoGPT: False is a little better and faster
     attn_impl: str = "sdpa"  # "reference": softmax(QKᵀ/√d)V written out (slow, for study and tests)
+    input_dim: int | None = None  # feature vectors instead of token ids (no vocabulary, no LM head)
 
 
 class GPT(nn.Module):
     def __init__(self, cfg: GPTConfig) -> None:
         super().__init__()
         self.cfg = cfg
-        self.tok_emb = nn.Embedding(cfg.vocab_size, cfg.d_model)
+        self.tok_emb = (nn.Embedding(cfg.vocab_size, cfg.d_model) if cfg.input_dim is None
+                        else nn.Linear(cfg.input_dim, cfg.d_model))
         self.pos_emb = LearnedPositions(cfg.context, cfg.d_model)
         self.drop = nn.Dropout(cfg.dropout)
         self.blocks = TransformerStack(cfg.n_layer, cfg.d_model, cfg.n_head, 4 * cfg.d_model, cfg.dropout,
                                        norm_first=True, activation="gelu", bias=cfg.bias, attn_impl=cfg.attn_impl)
-        self.lm_head = nn.Linear(cfg.d_model, cfg.vocab_size, bias=False)
-        self.lm_head.weight = self.tok_emb.weight  # weight tying (Press & Wolf 2017)
+        self.lm_head = None
+        if cfg.input_dim is None:
+            self.lm_head = nn.Linear(cfg.d_model, cfg.vocab_size, bias=False)
+            self.lm_head.weight = self.tok_emb.weight  # weight tying (Press & Wolf 2017)
         self.apply(self._init_weights)
         for proj in self.blocks.residual_projections():
             nn.init.normal_(proj.weight, mean=0.0, std=0.02 / math.sqrt(2 * cfg.n_layer))
@@ -60,11 +68,17 @@ class GPT(nn.Module):
         elif isinstance(module, nn.Embedding):
             nn.init.normal_(module.weight, mean=0.0, std=0.02)
 
+    def features(self, x: Tensor, causal: bool = True, key_padding_mask: Tensor | None = None) -> Tensor:
+        """x (B, T) ids or (B, T, F) features -> states (B, T, C). A decoder-only model reads left to right."""
+        if not causal:
+            raise ValueError("GPT is decoder-only and reads left to right; use model=transformer or bert "
+                             "for a bidirectional encoder")
+        T = x.size(1)
+        h = self.tok_emb(x) + self.pos_emb(T)  # (B, T, C) + (T, C)
+        return self.blocks(self.drop(h), causal=True, key_padding_mask=key_padding_mask)  # (B, T, C)
+
     def forward(self, tokens: Tensor) -> Tensor:
-        B, T = tokens.size()
-        x = self.tok_emb(tokens) + self.pos_emb(T)  # (B, T, C) + (T, C)
-        x = self.blocks(self.drop(x), causal=True)  # (B, T, C)
-        return self.lm_head(x)  # (B, T, V)
+        return self.lm_head(self.features(tokens))  # (B, T, V)
 
     def num_params(self, non_embedding: bool = True) -> int:
         """Parameters; `non_embedding` leaves out the position table (the tied token table is the head)."""

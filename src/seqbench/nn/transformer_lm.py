@@ -11,6 +11,10 @@ embedding matrix (§3.4, after Press & Wolf 2017). Weights are Xavier-uniform as
 nn.Transformer and the tensor2tensor code, the embedding N(0, d_model^-1/2) (fairseq) so that
 after the √d_model scale it has unit variance. The same blocks with cross-attention make the
 translation decoder, so this family grows into the encoder-decoder without a second implementation.
+
+`features` returns the last block's states instead of logits, causal or not and with key padding, so
+the same network serves as the paper's encoder for classification and tagging; with `input_dim` it
+reads feature vectors (B, T, F) through a linear map instead of an embedding (the adding problem).
 """
 
 from __future__ import annotations
@@ -31,10 +35,11 @@ class TransformerLM(nn.Module):
     def __init__(self, vocab_size: int, context: int = 256, n_layer: int = 4, n_head: int = 4, d_model: int = 128,
                  d_ff: int | None = None, dropout: float = 0.1, norm_first: bool = False,
                  positions: Literal["sinusoidal", "learned"] = "sinusoidal", tie_weights: bool = True,
-                 attn_impl: AttentionImpl = "sdpa", bias: bool = True) -> None:
+                 attn_impl: AttentionImpl = "sdpa", bias: bool = True, input_dim: int | None = None) -> None:
         super().__init__()
         self.context, self.d_model, self.n_layer = context, d_model, n_layer
-        self.embedding = nn.Embedding(vocab_size, d_model)
+        # token ids -> embedding; feature vectors -> a linear map (no vocabulary, so no LM head)
+        self.embedding = nn.Embedding(vocab_size, d_model) if input_dim is None else nn.Linear(input_dim, d_model)
         if positions == "sinusoidal":
             self.positions = SinusoidalPositions(d_model, context)
         elif positions == "learned":
@@ -44,9 +49,9 @@ class TransformerLM(nn.Module):
         self.drop = nn.Dropout(dropout)
         self.stack = TransformerStack(n_layer, d_model, n_head, d_ff or 4 * d_model, dropout, norm_first, "relu",
                                       cross_attention=False, bias=bias, attn_impl=attn_impl)
-        self.head = nn.Linear(d_model, vocab_size, bias=False)
+        self.head = nn.Linear(d_model, vocab_size, bias=False) if input_dim is None else None
         self.reset_parameters()
-        if tie_weights:
+        if tie_weights and self.head is not None:
             self.head.weight = self.embedding.weight
 
     def reset_parameters(self) -> None:
@@ -55,16 +60,22 @@ class TransformerLM(nn.Module):
                 nn.init.xavier_uniform_(p)
             elif name.endswith("bias") and "norm" not in name:
                 nn.init.zeros_(p)
-        for table in (self.embedding.weight, self.head.weight):
-            nn.init.normal_(table, mean=0.0, std=self.d_model**-0.5)
+        for table in (self.embedding, self.head):
+            if table is not None:
+                nn.init.normal_(table.weight, mean=0.0, std=self.d_model**-0.5)
+        if isinstance(self.embedding, nn.Linear):
+            nn.init.zeros_(self.embedding.bias)
         if isinstance(self.positions, LearnedPositions):
             nn.init.normal_(self.positions.embedding.weight, mean=0.0, std=0.02)
 
+    def features(self, x: Tensor, causal: bool = True, key_padding_mask: Tensor | None = None) -> Tensor:
+        """x (B, T) ids or (B, T, F) features -> states (B, T, C); `key_padding_mask` (B, T), True = padding."""
+        T = x.size(1)
+        h = self.embedding(x) * math.sqrt(self.d_model) + self.positions(T)  # (B, T, C) + (T, C)
+        return self.stack(self.drop(h), causal=causal, key_padding_mask=key_padding_mask)  # (B, T, C)
+
     def forward(self, tokens: Tensor) -> Tensor:
-        B, T = tokens.size()
-        x = self.embedding(tokens) * math.sqrt(self.d_model) + self.positions(T)  # (B, T, C) + (T, C)
-        x = self.stack(self.drop(x), causal=True)  # (B, T, C)
-        return self.head(x)  # (B, T, V)
+        return self.head(self.features(tokens, causal=True))  # (B, T, V)
 
 
 @torch.no_grad()

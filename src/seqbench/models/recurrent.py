@@ -63,6 +63,9 @@ class RecurrentModel(SeqModel):
             self.net = RecurrentLM(spec.vocab_size, cell, embedding_size, hidden_size, num_layers, dropout,
                                    embedding_dropout, output_dropout, tie_weights, init_range, nonlinearity, impl)
             return
+        if spec.task == "image" and spec.input_dim is None:
+            raise ConfigError("a recurrent model reads images as sequences: set data.as_sequence=rows, pixels "
+                              "or permuted_pixels.")
         self.encoder = RecurrentEncoder(cell, hidden_size, num_layers, dropout, bidirectional, spec.vocab_size,
                                         spec.input_dim, embedding_size, spec.pad_id, nonlinearity, impl)
         self.output_dropout = nn.Dropout(dropout if output_dropout is None else output_dropout)

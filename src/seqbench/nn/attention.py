@@ -51,9 +51,8 @@ def attention_mask(T: int, S: int, causal: bool = False, key_padding_mask: Tenso
     return allowed
 
 
-def reference_attention(q: Tensor, k: Tensor, v: Tensor, allowed: Tensor | None = None,
-                        dropout_p: float = 0.0, training: bool = False) -> Tensor:
-    """softmax(Q Kᵀ / √d_k) V, written out. q (B, nh, T, hs), k and v (B, nh, S, hs) -> (B, nh, T, hs)."""
+def attention_weights(q: Tensor, k: Tensor, allowed: Tensor | None = None) -> Tensor:
+    """softmax(Q Kᵀ / √d_k): q (B, nh, T, hs), k (B, nh, S, hs) -> (B, nh, T, S), rows summing to 1."""
     att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(k.size(-1)))  # (B, nh, T, hs) x (B, nh, hs, S) -> (B, nh, T, S)
     if allowed is not None:
         has_key = allowed.any(dim=-1, keepdim=True)  # (.., T, 1): rows with at least one allowed key
@@ -62,7 +61,13 @@ def reference_attention(q: Tensor, k: Tensor, v: Tensor, allowed: Tensor | None 
     att = F.softmax(att, dim=-1)
     if allowed is not None:
         att = att * has_key
-    att = F.dropout(att, dropout_p, training)
+    return att
+
+
+def reference_attention(q: Tensor, k: Tensor, v: Tensor, allowed: Tensor | None = None,
+                        dropout_p: float = 0.0, training: bool = False) -> Tensor:
+    """softmax(Q Kᵀ / √d_k) V, written out. q (B, nh, T, hs), k and v (B, nh, S, hs) -> (B, nh, T, hs)."""
+    att = F.dropout(attention_weights(q, k, allowed), dropout_p, training)
     return att @ v  # (B, nh, T, S) x (B, nh, S, hs) -> (B, nh, T, hs)
 
 
@@ -90,6 +95,10 @@ class MultiHeadAttention(nn.Module):
     Q from x and K, V from `memory`, so a decoder block can read an encoder. `dropout` is applied to
     the attention weights (GPT-2, nanoGPT, PyTorch's nn.Transformer); the residual dropout of the
     paper belongs to the block.
+
+    Set `record_weights = True` to keep the attention probabilities of the last call in `weights`
+    (B, nh, T, S), computed by the reference formula beside whichever path runs (for pictures such
+    as attention rollout; the fused kernels never materialise them).
     """
 
     def __init__(self, d_model: int, n_head: int, dropout: float = 0.0, bias: bool = True, cross: bool = False,
@@ -105,6 +114,7 @@ class MultiHeadAttention(nn.Module):
         else:
             self.qkv_proj = nn.Linear(d_model, 3 * d_model, bias=bias)
         self.out_proj = nn.Linear(d_model, d_model, bias=bias)
+        self.record_weights, self.weights = False, None
 
     def forward(self, x: Tensor, memory: Tensor | None = None, causal: bool = False,
                 key_padding_mask: Tensor | None = None) -> Tensor:
@@ -121,6 +131,8 @@ class MultiHeadAttention(nn.Module):
         q = q.view(B, T, self.n_head, hs).transpose(1, 2)  # (B, T, C) -> (B, nh, T, hs)
         k = k.view(B, S, self.n_head, hs).transpose(1, 2)  # (B, S, C) -> (B, nh, S, hs)
         v = v.view(B, S, self.n_head, hs).transpose(1, 2)  # (B, S, C) -> (B, nh, S, hs)
+        if self.record_weights:
+            self.weights = attention_weights(q, k, attention_mask(T, S, causal, key_padding_mask, q.device)).detach()
         y = attention(q, k, v, causal, key_padding_mask, self.dropout, self.training, self.impl)  # (B, nh, T, hs)
         y = y.transpose(1, 2).contiguous().view(B, T, C)  # (B, nh, T, hs) -> (B, T, nh, hs) -> (B, T, C)
         return self.out_proj(y)

@@ -308,3 +308,14 @@ def test_tiny_vit_and_row_lstm_beat_90_percent_on_2000_images():
                           num_layers=1, init_range=None)
     lstm_acc = _fit(lstm, dm, epochs=15)
     assert vit_acc > 0.90 and lstm_acc > 0.90, (vit_acc, lstm_acc)
+
+
+# -- presets ----------------------------------------------------------------------------------------
+@pytest.mark.parametrize("family", ["mnist/cnn", "mnist/vit", "mnist/lstm_rows", "mnist/gru_rows", "mnist/lstm_pixels",
+                                    "mnist/lstm_permuted", "mnist/gru_pixels", "mnist/gru_permuted", "cifar10/vit"])
+def test_image_presets_compose_and_pass_the_config_check(family, cfg_factory):
+    cfg = cfg_factory(["experiment=images", f"+family={family}"], tiny=False)
+    check_config(cfg)
+    assert cfg.data._target_.split(".")[-1] == ("CIFAR10DataModule" if family.startswith("cifar10") else "MNISTDataModule")
+    if "pixels" in family or "permuted" in family:
+        assert cfg.data.as_sequence == ("pixels" if "pixels" in family else "permuted_pixels")

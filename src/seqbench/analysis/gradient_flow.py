@@ -105,10 +105,8 @@ def build_family(family: str, T: int, seed: int = 0, overrides: list[str] | None
     """A fresh model of the `probe/<family>` preset and its copy-memory DataModule at gap T."""
     import lightning as L
 
-    from seqbench.entry import register_resolvers
     from seqbench.run import build
 
-    register_resolvers()
     cfg = _compose(["experiment=long_range", f"+family=probe/{family}", f"data.T={T}", f"seed={seed}",
                     "logger=csv", *(overrides or [])])
     L.seed_everything(seed, workers=True)
@@ -121,8 +119,9 @@ def _compose(overrides: list[str]):
     from hydra.core.hydra_config import HydraConfig
     from omegaconf import open_dict
 
-    from seqbench.entry import PROJECT_ROOT
+    from seqbench.entry import PROJECT_ROOT, register_resolvers
 
+    register_resolvers()
     GlobalHydra.instance().clear()
     with initialize_config_dir(config_dir=str(PROJECT_ROOT / "conf"), version_base="1.3"):
         cfg = compose(config_name="train", overrides=overrides, return_hydra_config=True)

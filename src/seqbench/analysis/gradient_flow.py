@@ -150,8 +150,13 @@ def trained_checkpoints(runs: Path, T: int) -> dict[str, Path]:
     return found
 
 
-def measure(families: list[str], T: int, n: int = 64, seed: int = 0, runs: Path | None = None) -> dict[str, list]:
-    """{family: [(distance, norm), ...]} on n fixed copy-memory examples at gap T."""
+def measure(families: list[str], T: int, n: int = 64, seed: int = 0, runs: Path | None = None,
+            dtype: torch.dtype = torch.float64) -> dict[str, list]:
+    """{family: [(distance, norm), ...]} on n fixed copy-memory examples at gap T.
+
+    In float64 by default: a tanh RNN's gradient falls below float32's smallest number (1e-45)
+    about 100 steps back and would read as exactly 0 from there on; float64 shows the decay itself.
+    """
     checkpoints = trained_checkpoints(runs, T) if runs else {}
     results = {}
     for family in families:
@@ -162,6 +167,7 @@ def measure(families: list[str], T: int, n: int = 64, seed: int = 0, runs: Path 
                 continue
             state = torch.load(checkpoints[family], map_location="cpu", weights_only=True)["state_dict"]
             model.load_state_dict(state)
+        model.to(dtype)
         batch = {k: v[:n] for k, v in datamodule.fixed["val"].items()}
         results[family] = by_distance(gradient_norms(model, batch))
     return results
@@ -182,8 +188,8 @@ def write_outputs(results: dict[str, list], out: Path, title: str, stem: str = "
             writer.writerows([family, d, f"{v:.6e}"] for d, v in rows)
     fig, ax = plt.subplots(figsize=(6.5, 4))
     for family, rows in results.items():
-        d, v = zip(*rows)
-        ax.plot(d, [max(x, 1e-30) for x in v], label=family)
+        d, v = zip(*[(d, v) for d, v in rows if v > 0])  # an exact 0 (underflow) has no place on a log axis
+        ax.plot(d, v, label=family)
     ax.set_yscale("log")
     ax.set_xlabel("distance from the loss position (steps)")
     ax.set_ylabel("||dL/dx_t|| (mean over examples)")
@@ -205,7 +211,9 @@ def log_to_wandb(paths: dict[str, Path], results: dict[str, list], mode: str, pr
         return
     import wandb
 
-    run = wandb.init(project=project, job_type="analysis", name=key, mode=resolved, dir=str(paths["png"].parent))
+    run_dir = Path("outputs")  # the run's files stay with the other runs, not beside the figures
+    run_dir.mkdir(exist_ok=True)
+    run = wandb.init(project=project, job_type="analysis", name=key, mode=resolved, dir=str(run_dir))
     table = wandb.Table(columns=["family", "distance", "grad_norm"],
                         data=[[f, d, v] for f, rows in results.items() for d, v in rows])
     run.log({f"{key}/plot": wandb.Image(str(paths["png"])), f"{key}/table": table})
@@ -220,11 +228,13 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--runs", type=Path, help="a long_range multirun: probe its trained models instead of fresh ones")
     parser.add_argument("--n", type=int, default=64, help="examples averaged over")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--float32", action="store_true", help="probe in float32 (underflows past ~100 steps)")
     parser.add_argument("--out", type=Path, default=Path("outputs/analysis/gradients"))
     parser.add_argument("--wandb", default="auto", choices=["auto", "online", "offline", "disabled"])
     parser.add_argument("--wandb-project", default="seqbench")
     args = parser.parse_args(argv)
-    results = measure(args.families, args.T, args.n, args.seed, args.runs)
+    results = measure(args.families, args.T, args.n, args.seed, args.runs,
+                      torch.float32 if args.float32 else torch.float64)
     kind = "trained" if args.runs else "fresh"
     stem = f"gradient_flow_{kind}_T{args.T}"
     paths = write_outputs(results, args.out, f"copy memory, T = {args.T}: {kind} models", stem)

@@ -146,8 +146,8 @@ def log_images(paths: dict[str, Path], mode: str, project: str) -> None:
         return
     import wandb
 
-    run = wandb.init(project=project, job_type="analysis", name="pictures", mode=resolved,
-                     dir=str(next(iter(paths.values())).parent))
+    Path("outputs").mkdir(exist_ok=True)  # the run's files stay with the other runs, not beside the figures
+    run = wandb.init(project=project, job_type="analysis", name="pictures", mode=resolved, dir="outputs")
     run.log({f"pictures/{k}": wandb.Image(str(p)) for k, p in paths.items()})
     run.finish()
 

@@ -9,6 +9,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from conftest import TINY
 from seqbench.data import probes
 from seqbench.data.streams import IGNORE_INDEX
 from seqbench.data.synthetic import AddingDataModule, CopyDataModule, RecallDataModule
@@ -152,3 +153,18 @@ def test_a_small_gru_learns_copy_at_a_short_gap():
     acc = (pred[scored] == val["tags"][scored]).float().mean().item()
     assert acc > 0.9, f"GRU copy accuracy {acc:.3f} after 300 steps (baseline 0.25)"
     assert loss.item() < 0.5 * probes.copy_memory_baseline(4)["loss"]
+
+
+@pytest.mark.parametrize("family", ["rnn", "transformer", "gpt"])
+def test_long_range_experiment_trains_and_logs_the_baseline(family, cfg_factory, tmp_path):
+    """One tiny job of the sweep through `seqbench.run.train`: the baseline lands in metrics.json."""
+    from seqbench.run import train
+
+    sizes = ["model.hidden_size=16"] if family == "rnn" else ["model.n_layer=1", "model.d_model=16"]
+    cfg = cfg_factory([*TINY, "experiment=long_range", f"+family=probe/{family}", "data.T=6", "data.train_size=64",
+                       "data.val_size=250", "data.test_size=250", "trainer.max_steps=3", *sizes], tiny=False)
+    metrics = train(cfg, tmp_path)
+    assert metrics["status"] == "completed"
+    assert metrics["val/baseline_acc"] == pytest.approx(1 / 8)
+    assert metrics["val/baseline_loss"] == pytest.approx(math.log(8))
+    assert 0.0 <= metrics["test/acc"] <= 1.0

@@ -168,3 +168,17 @@ def test_long_range_experiment_trains_and_logs_the_baseline(family, cfg_factory,
     assert metrics["val/baseline_acc"] == pytest.approx(1 / 8)
     assert metrics["val/baseline_loss"] == pytest.approx(math.log(8))
     assert 0.0 <= metrics["test/acc"] <= 1.0
+
+
+@pytest.mark.parametrize("data, family, metric", [("adding", "gru", "test/mse"), ("recall", "transformer", "test/acc")])
+def test_the_other_probes_train_through_their_task_contracts(data, family, metric, cfg_factory, tmp_path):
+    from seqbench.run import train
+
+    sizes = ["model.hidden_size=16"] if family == "gru" else ["model.n_layer=1", "model.d_model=16"]
+    cfg = cfg_factory([*TINY, "experiment=long_range", f"data={data}", f"+family=probe/{family}", "data.T=8",
+                       "data.train_size=64", "data.val_size=250", "data.test_size=250", "trainer.max_steps=3",
+                       *sizes], tiny=False)
+    metrics = train(cfg, tmp_path)
+    assert metrics["status"] == "completed" and metrics[metric] is not None
+    expected = probes.adding_baseline() if data == "adding" else probes.recall_baseline(8)
+    assert metrics["val/baseline_loss"] == pytest.approx(expected["loss"])

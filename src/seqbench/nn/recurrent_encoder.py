@@ -54,6 +54,10 @@ class RecurrentEncoder(nn.Module):
             lengths = torch.full((B,), T, dtype=torch.long, device=x.device)
         if isinstance(self.rnn, ReferenceRNN):
             states, state = self.rnn(x, lengths=lengths)
+        elif bool((lengths == T).all()):
+            # no padding: skip packing, which on the CPU sends RNN/GRU to a step-by-step path that is
+            # 10-20x slower (1-layer GRU, 32 x 520 steps: 4.8 s vs 0.23 s per forward+backward)
+            states, state = self.rnn(x)  # (B, T, D)
         else:
             packed = pack_padded_sequence(x, lengths.cpu(), batch_first=True, enforce_sorted=False)
             out, state = self.rnn(packed)

@@ -1,0 +1,158 @@
+"""Long-range report: the final score of each family against the gap T, with the trivial baseline.
+
+    python src/train.py -m experiment=long_range
+    python -m seqbench.analysis.long_range_report outputs/multiruns/<time> [more dirs] --out experiments/figures/long-range
+
+Reads every job of the sweep(s) with `seqbench.report.read_local` (metrics.json, the family preset)
+and the gap from each job's resolved config (`data.T`). The score is that of the best checkpoint
+(by validation loss) on the test set: `test/acc` for copy memory and recall, `test/mse` for the
+adding problem; the baseline is the one the data logged (`val/baseline_acc`, `val/baseline_loss`).
+Writes `long_range.md` (a family x T table), `long_range.csv` and `long_range_<metric>.png`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import sys
+from pathlib import Path
+
+import yaml
+
+from seqbench.report import Run, read_local
+
+FAMILY_ORDER = ("rnn", "lstm", "gru", "transformer", "gpt")
+
+
+def gap_of(run: Run, root_parent: Path) -> int | None:
+    config = root_parent / run.name / ".hydra" / "config.yaml"
+    if config.is_file():
+        value = ((yaml.safe_load(config.read_text()) or {}).get("data") or {}).get("T")
+        if value is not None:
+            return int(value)
+    for token in str(run.metrics.get("overrides", "")).split():
+        if token.startswith("data.T="):
+            return int(token.split("=", 1)[1])
+    return None
+
+
+def collect(dirs: list[Path]) -> list[dict]:
+    """One row per job: family, T, status, test/val scores, baselines, params, wall time."""
+    rows = []
+    for root in dirs:
+        for run in read_local([root]):
+            m = run.metrics
+            rows.append({
+                "family": run.family, "T": gap_of(run, root.parent), "status": m.get("status"),
+                "test_acc": m.get("test/acc"), "test_loss": m.get("test/loss"), "test_mse": m.get("test/mse"),
+                "val_acc": m.get("val/acc"), "val_loss": m.get("val/loss"),
+                "baseline_acc": m.get("val/baseline_acc"), "baseline_loss": m.get("val/baseline_loss"),
+                "params": m.get("params"), "wall_time_s": m.get("wall_time_s"), "run": run.name,
+                "error": m.get("error"),
+            })
+    return rows
+
+
+def score_key(rows: list[dict]) -> tuple[str, str]:
+    """(row key of the score, baseline key): accuracy where the task has one, else MSE."""
+    if any(r["test_acc"] is not None for r in rows):
+        return "test_acc", "baseline_acc"
+    return "test_mse", "baseline_loss"
+
+
+def _families(rows: list[dict]) -> list[str]:
+    present = {r["family"] for r in rows}
+    return [f for f in FAMILY_ORDER if f in present] + sorted(present - set(FAMILY_ORDER))
+
+
+def table(rows: list[dict]) -> str:
+    key, base_key = score_key(rows)
+    gaps = sorted({r["T"] for r in rows if r["T"] is not None})
+    label = "test accuracy" if key == "test_acc" else "test MSE"
+    lines = ["| family (params) | " + " | ".join(f"T = {t}" for t in gaps) + " |",
+             "|---" * (len(gaps) + 1) + "|"]
+    for family in _families(rows):
+        cells, params = [], None
+        for t in gaps:
+            hits = [r for r in rows if r["family"] == family and r["T"] == t]
+            if not hits:
+                cells.append("not run")
+            elif hits[0]["status"] != "completed" or hits[0][key] is None:
+                cells.append("failed")
+            else:
+                values = [h[key] for h in hits if h[key] is not None]
+                cells.append(f"{sum(values) / len(values):.3f}" + (f" (n={len(values)})" if len(values) > 1 else ""))
+                params = params or hits[0]["params"]
+        name = f"{family} ({params:,})" if params else family
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    baselines = {r[base_key] for r in rows if r[base_key] is not None}
+    if baselines:
+        lines.append("| trivial baseline | " + " | ".join(f"{next(iter(baselines)):.3f}" for _ in gaps) + " |")
+    return f"{label} of the best checkpoint (by validation loss)\n\n" + "\n".join(lines)
+
+
+def plot(rows: list[dict], path: Path, title: str) -> Path:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    key, base_key = score_key(rows)
+    fig, ax = plt.subplots(figsize=(6.5, 4))
+    for family in _families(rows):
+        points = sorted((r["T"], r[key]) for r in rows
+                        if r["family"] == family and r["T"] is not None and r[key] is not None)
+        if points:
+            xs, ys = zip(*points)
+            ax.plot(xs, ys, marker="o", label=family)
+    baselines = sorted({r[base_key] for r in rows if r[base_key] is not None})
+    if baselines:
+        ax.axhline(baselines[0], color="black", linestyle="--", linewidth=1, label="trivial baseline")
+    ax.set_xscale("log")
+    gaps = sorted({r["T"] for r in rows if r["T"] is not None})
+    ax.set_xticks(gaps, [str(t) for t in gaps])
+    ax.minorticks_off()
+    ax.set_xlabel("gap T (steps)")
+    ax.set_ylabel("test accuracy" if key == "test_acc" else "test MSE")
+    ax.set_title(title, fontsize=10)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def write_report(dirs: list[Path], out: Path, title: str) -> dict:
+    rows = collect(dirs)
+    out.mkdir(parents=True, exist_ok=True)
+    key, _ = score_key(rows)
+    png = plot(rows, out / f"long_range_{key.split('_')[1]}.png", title)
+    text = table(rows)
+    failed = [r for r in rows if r["status"] != "completed"]
+    lines = [f"# {title}", "", text, "", f"![{key}]({png.name})"]
+    if failed:
+        lines += ["", "## Failed jobs", ""] + [f"- {r['run']}: {r['error']}" for r in failed]
+    (out / "long_range.md").write_text("\n".join(lines) + "\n")
+    with open(out / "long_range.csv", "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(sorted(rows, key=lambda r: (r["family"], r["T"] or 0)))
+    return {"table": text, "png": png, "report": out / "long_range.md", "rows": rows}
+
+
+def main(argv: list[str] | None = None) -> dict:
+    parser = argparse.ArgumentParser(prog="python -m seqbench.analysis.long_range_report",
+                                     description=__doc__.split("\n\n")[0])
+    parser.add_argument("dirs", nargs="+", type=Path, help="long_range multirun directories")
+    parser.add_argument("--out", type=Path, help="default: <first dir>/long_range")
+    parser.add_argument("--title", default="Copy memory: accuracy against the gap T")
+    args = parser.parse_args(argv)
+    result = write_report(args.dirs, args.out or args.dirs[0] / "long_range", args.title)
+    print(result["table"])
+    print(f"\nwrote {result['report']} and {result['png'].name}")
+    return result
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

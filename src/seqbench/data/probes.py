@@ -1,0 +1,104 @@
+"""Synthetic long-range probes: copy memory, the adding problem, associative recall.
+
+Each generator is a pure function of a `torch.Generator`, returns a whole batch as a dict in the
+shape its task reads (`seqbench.tasks`), and comes with the loss and accuracy of the trivial
+predictor, so a curve can be read against the line a model that learned nothing would draw.
+
+Copy memory (Hochreiter & Schmidhuber 1997, §5.2; in the form of Arjovsky et al. 2016, §4.1), a
+`tagging` task. With `copy_length` 3, gap T = 6, symbols 1..K, blank 0 and delimiter K+1 = ":":
+
+    input   a b c . . . . . : . . .        length copy_length + T + copy_length
+    tags    - - - - - - - - - a b c        "-" = IGNORE_INDEX: only the answers are scored
+
+The delimiter stands T - 1 blanks after the last symbol, so symbol i must be held for T + copy_length
+steps. Only the answer positions are scored: the trivial predictor (uniform over the K symbols) has
+cross-entropy log K and accuracy 1/K. (Arjovsky et al. score every position, which hides the
+baseline under the easy blanks: 10 log 8 / (T + 20).)
+
+Adding (Hochreiter & Schmidhuber 1997, §5.4; Le et al. 2015), a `regression` task on feature
+vectors (B, T, 2): channel 0 a value ~ U(0, 1), channel 1 a marker that is 1 at exactly two
+positions, one in each half of the sequence; the target is the sum of the two marked values.
+Predicting the mean (1.0) gives MSE = Var(U1 + U2) = 1/12 + 1/12 = 1/6.
+
+Associative recall (Ba et al. 2016, "fast weights", §4.1), a `classification` task. `num_pairs`
+distinct keys each followed by a value, T blanks, a query marker and one of the keys; the label is
+that key's value (0 .. num_values-1). Keys are tokens 1 .. num_keys, values the next num_values
+tokens, then the query marker; 0 is the blank. With 3 pairs and T = 2:
+
+    input   k2 v7 k5 v1 k9 v7 . . ? k5        label 1
+
+The trivial predictor (uniform over the values) has cross-entropy log(num_values), accuracy
+1/num_values. (A model that only learned which values occur in the sequence does better than that,
+up to about 1/num_pairs; the probe's point is the jump to ~1 when the key is looked up.)
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from seqbench.data.streams import IGNORE_INDEX
+
+
+def copy_memory(n: int, T: int, num_symbols: int = 8, copy_length: int = 10,
+                generator: torch.Generator | None = None) -> dict[str, torch.Tensor]:
+    """n copy-memory examples: input (n, L) token ids, tags (n, L), L = 2 copy_length + T."""
+    if T < 1:
+        raise ValueError(f"the copy gap T must be at least 1, got {T}")
+    L = 2 * copy_length + T
+    symbols = torch.randint(1, num_symbols + 1, (n, copy_length), generator=generator)  # (n, c)
+    x = torch.zeros(n, L, dtype=torch.long)
+    x[:, :copy_length] = symbols
+    x[:, copy_length + T - 1] = num_symbols + 1  # the delimiter, T - 1 blanks after the last symbol
+    tags = torch.full((n, L), IGNORE_INDEX, dtype=torch.long)
+    tags[:, -copy_length:] = symbols
+    return {"input": x, "tags": tags}
+
+
+def copy_memory_baseline(num_symbols: int) -> dict[str, float]:
+    return {"loss": math.log(num_symbols), "acc": 1.0 / num_symbols}
+
+
+def adding(n: int, T: int, generator: torch.Generator | None = None) -> dict[str, torch.Tensor]:
+    """n adding-problem examples: input (n, T, 2) float features, target (n,)."""
+    if T < 2:
+        raise ValueError(f"the adding problem needs T >= 2 positions, got {T}")
+    values = torch.rand(n, T, generator=generator)  # (n, T)
+    half = T // 2
+    first = torch.randint(0, half, (n,), generator=generator)  # one mark in each half
+    second = torch.randint(half, T, (n,), generator=generator)
+    marks = torch.zeros(n, T)
+    rows = torch.arange(n)
+    marks[rows, first] = 1.0
+    marks[rows, second] = 1.0
+    target = values[rows, first] + values[rows, second]  # (n,)
+    return {"input": torch.stack([values, marks], dim=-1), "target": target}  # (n, T, 2)
+
+
+def adding_baseline() -> dict[str, float]:
+    return {"loss": 1.0 / 6.0}  # MSE of predicting E[sum] = 1: Var(U1) + Var(U2) = 2 / 12
+
+
+def recall(n: int, T: int, num_pairs: int = 8, num_keys: int = 16, num_values: int = 8,
+           generator: torch.Generator | None = None) -> dict[str, torch.Tensor]:
+    """n associative-recall examples: input (n, 2 num_pairs + T + 2) token ids, label (n,)."""
+    if num_pairs > num_keys:
+        raise ValueError(f"num_pairs={num_pairs} distinct keys cannot be drawn from num_keys={num_keys}")
+    if T < 0:
+        raise ValueError(f"the recall gap T must be >= 0, got {T}")
+    keys = torch.rand(n, num_keys, generator=generator).argsort(dim=1)[:, :num_pairs] + 1  # (n, P) distinct
+    values = torch.randint(0, num_values, (n, num_pairs), generator=generator)  # (n, P)
+    which = torch.randint(0, num_pairs, (n,), generator=generator)  # the queried pair
+    rows = torch.arange(n)
+    L = 2 * num_pairs + T + 2
+    x = torch.zeros(n, L, dtype=torch.long)
+    x[:, 0 : 2 * num_pairs : 2] = keys
+    x[:, 1 : 2 * num_pairs : 2] = values + num_keys + 1
+    x[:, -2] = num_keys + num_values + 1  # the query marker
+    x[:, -1] = keys[rows, which]
+    return {"input": x, "label": values[rows, which]}
+
+
+def recall_baseline(num_values: int) -> dict[str, float]:
+    return {"loss": math.log(num_values), "acc": 1.0 / num_values}

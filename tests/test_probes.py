@@ -1,0 +1,184 @@
+"""The synthetic long-range probes: shapes, seeds, baselines, and that a small model can learn copy."""
+
+from __future__ import annotations
+
+import math
+from functools import partial
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from conftest import TINY
+from seqbench.data import probes
+from seqbench.data.streams import IGNORE_INDEX
+from seqbench.data.synthetic import AddingDataModule, CopyDataModule, RecallDataModule
+from seqbench.models.recurrent import RecurrentModel
+
+
+def gen(seed: int = 0) -> torch.Generator:
+    return torch.Generator().manual_seed(seed)
+
+
+def test_copy_memory_layout():
+    batch = probes.copy_memory(5, T=7, num_symbols=4, copy_length=3, generator=gen())
+    x, tags = batch["input"], batch["tags"]
+    assert x.shape == tags.shape == (5, 3 + 7 + 3)
+    assert ((x[:, :3] >= 1) & (x[:, :3] <= 4)).all()
+    assert (x[:, 3 + 7 - 1] == 5).all()  # delimiter T - 1 blanks after the last symbol
+    x_rest = torch.cat([x[:, 3:9], x[:, 10:]], 1)
+    assert (x_rest == 0).all()  # everything else is blank
+    assert (tags[:, :-3] == IGNORE_INDEX).all() and torch.equal(tags[:, -3:], x[:, :3])
+
+
+def test_adding_layout_and_target():
+    batch = probes.adding(64, T=20, generator=gen())
+    x, y = batch["input"], batch["target"]
+    assert x.shape == (64, 20, 2) and y.shape == (64,)
+    marks = x[..., 1]
+    assert (marks.sum(1) == 2).all()
+    assert (marks[:, :10].sum(1) == 1).all() and (marks[:, 10:].sum(1) == 1).all()  # one mark per half
+    torch.testing.assert_close((x[..., 0] * marks).sum(1), y)
+
+
+def test_recall_layout_and_label():
+    batch = probes.recall(32, T=3, num_pairs=4, num_keys=6, num_values=5, generator=gen())
+    x, label = batch["input"], batch["label"]
+    assert x.shape == (32, 2 * 4 + 3 + 2) and label.shape == (32,)
+    keys, values = x[:, 0:8:2], x[:, 1:8:2] - 7
+    assert all(len(set(row.tolist())) == 4 for row in keys)  # distinct keys
+    assert (x[:, 8:11] == 0).all() and (x[:, -2] == 6 + 5 + 1).all()
+    for row in range(32):  # the label is the value stored under the queried key
+        slot = (keys[row] == x[row, -1]).nonzero().item()
+        assert values[row, slot] == label[row]
+
+
+@pytest.mark.parametrize("make", [
+    lambda g: probes.copy_memory(8, 20, generator=g),
+    lambda g: probes.adding(8, 20, generator=g),
+    lambda g: probes.recall(8, 20, generator=g),
+])
+def test_generators_are_determined_by_the_seed(make):
+    a, b, c = make(gen(1)), make(gen(1)), make(gen(2))
+    for key in a:
+        assert torch.equal(a[key], b[key])
+    assert any(not torch.equal(a[key], c[key]) for key in a)
+
+
+def test_copy_baseline_is_the_uniform_predictors_loss_and_accuracy():
+    K = 8
+    batch = probes.copy_memory(500, 10, num_symbols=K, generator=gen())
+    logits = torch.full((*batch["tags"].shape, K + 2), -1e9)
+    logits[..., 1 : K + 1] = 0.0  # uniform over the K symbols
+    loss = F.cross_entropy(logits.flatten(0, 1), batch["tags"].flatten(), ignore_index=IGNORE_INDEX)
+    base = probes.copy_memory_baseline(K)
+    assert loss.item() == pytest.approx(base["loss"], rel=1e-6) and base["loss"] == pytest.approx(math.log(8))
+    assert base["acc"] == 1 / 8
+    # a fixed guess is right 1/K of the time on the scored positions
+    scored = batch["tags"] != IGNORE_INDEX
+    assert (batch["tags"][scored] == 3).float().mean().item() == pytest.approx(1 / K, abs=0.01)
+
+
+def test_adding_baseline_is_the_variance_of_the_sum():
+    target = probes.adding(200_000, 10, generator=gen())["target"]
+    assert probes.adding_baseline()["loss"] == pytest.approx(1 / 6)
+    assert F.mse_loss(torch.ones_like(target), target).item() == pytest.approx(1 / 6, rel=0.01)
+
+
+def test_recall_baseline():
+    base = probes.recall_baseline(8)
+    assert base == {"loss": pytest.approx(math.log(8)), "acc": 1 / 8}
+    label = probes.recall(20_000, 5, num_values=8, generator=gen())["label"]
+    assert torch.bincount(label, minlength=8).float().div(20_000).sub(1 / 8).abs().max() < 0.01
+
+
+def test_datamodules_declare_their_task_and_fixed_eval_sets():
+    copy = CopyDataModule(T=30, num_symbols=6, copy_length=4, batch_size=8, eval_batch_size=10, train_size=16,
+                          val_size=20, test_size=20, seed=3)
+    spec = copy.spec
+    assert spec.task == "tagging" and spec.vocab_size == spec.num_classes == 8 and spec.max_len == 38
+    assert spec.extras["baseline"] == probes.copy_memory_baseline(6)
+    copy.setup()
+    val = list(copy.val_dataloader())
+    assert len(val) == 2 and val[0]["input"].shape == (10, 38)
+    again = CopyDataModule(T=30, num_symbols=6, copy_length=4, batch_size=8, eval_batch_size=10, train_size=16,
+                           val_size=20, test_size=20, seed=3)
+    again.setup()
+    assert torch.equal(next(iter(again.val_dataloader()))["input"], val[0]["input"])
+    assert not torch.equal(copy.fixed["val"]["input"], copy.fixed["test"]["input"])
+    assert AddingDataModule(T=12).spec.input_dim == 2
+    recall = RecallDataModule(T=5, num_pairs=3, num_keys=4, num_values=6).spec
+    assert recall.task == "classification" and recall.num_classes == 6 and recall.vocab_size == 12
+
+
+def test_training_batches_are_fresh_each_epoch_and_sharded_by_rank():
+    dm = CopyDataModule(T=10, batch_size=8, train_size=16, seed=0)
+    epochs = iter([0, 0, 1])
+    from seqbench.data.synthetic import FreshBatches
+
+    whole = FreshBatches(dm.make, 8, 2, seed=0, epoch=lambda: next(epochs))
+    e0, e0_again, e1 = list(whole), list(whole), list(whole)
+    assert len(e0) == 2 and e0[0]["input"].shape == (8, 30)
+    assert torch.equal(e0[1]["input"], e0_again[1]["input"])
+    assert not torch.equal(e0[0]["input"], e1[0]["input"])
+    halves = [list(FreshBatches(dm.make, 8, 2, seed=0, rank=r, world_size=2, epoch=lambda: 0)) for r in (0, 1)]
+    torch.testing.assert_close(torch.cat([halves[0][1]["input"], halves[1][1]["input"]]), e0[1]["input"])
+
+
+def test_sizes_must_be_multiples_of_the_batch():
+    with pytest.raises(ValueError, match="multiple of the batch size"):
+        CopyDataModule(batch_size=32, train_size=100)
+
+
+def test_a_small_gru_learns_copy_at_a_short_gap():
+    """Well past the baseline (1/4) within 300 steps; ~10 s on one CPU thread."""
+    torch.manual_seed(0)
+    dm = CopyDataModule(T=5, num_symbols=4, copy_length=3, batch_size=32, eval_batch_size=500, train_size=32,
+                        val_size=500, test_size=500, seed=0)
+    dm.setup()
+    model = RecurrentModel(dm.spec, partial(torch.optim.Adam, lr=1e-2), cell="gru", embedding_size=8,
+                           hidden_size=64, num_layers=1, dropout=0.0, init_range=None)
+    opt = model.optimizer_factory(params=model.parameters())
+    for step in range(300):
+        batch = dm.make(32, gen(1000 + step))
+        loss, _ = model.task.loss_and_predictions(model, batch)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    model.eval()
+    with torch.no_grad():
+        val = dm.fixed["val"]
+        loss, pred = model.task.loss_and_predictions(model, val)
+    scored = val["tags"] != IGNORE_INDEX
+    acc = (pred[scored] == val["tags"][scored]).float().mean().item()
+    assert acc > 0.9, f"GRU copy accuracy {acc:.3f} after 300 steps (baseline 0.25)"
+    assert loss.item() < 0.5 * probes.copy_memory_baseline(4)["loss"]
+
+
+@pytest.mark.parametrize("family", ["rnn", "transformer", "gpt"])
+def test_long_range_experiment_trains_and_logs_the_baseline(family, cfg_factory, tmp_path):
+    """One tiny job of the sweep through `seqbench.run.train`: the baseline lands in metrics.json."""
+    from seqbench.run import train
+
+    sizes = ["model.hidden_size=16"] if family == "rnn" else ["model.n_layer=1", "model.d_model=16"]
+    cfg = cfg_factory([*TINY, "experiment=long_range", f"+family=probe/{family}", "data.T=6", "data.train_size=64",
+                       "data.val_size=250", "data.test_size=250", "trainer.max_steps=3", *sizes], tiny=False)
+    metrics = train(cfg, tmp_path)
+    assert metrics["status"] == "completed"
+    assert metrics["val/baseline_acc"] == pytest.approx(1 / 8)
+    assert metrics["val/baseline_loss"] == pytest.approx(math.log(8))
+    assert 0.0 <= metrics["test/acc"] <= 1.0
+
+
+@pytest.mark.parametrize("data, family, metric", [("adding", "gru", "test/mse"), ("recall", "transformer", "test/acc")])
+def test_the_other_probes_train_through_their_task_contracts(data, family, metric, cfg_factory, tmp_path):
+    from seqbench.run import train
+
+    sizes = ["model.hidden_size=16"] if family == "gru" else ["model.n_layer=1", "model.d_model=16"]
+    cfg = cfg_factory([*TINY, "experiment=long_range", f"data={data}", f"+family=probe/{family}", "data.T=8",
+                       "data.train_size=64", "data.val_size=250", "data.test_size=250", "trainer.max_steps=3",
+                       *sizes], tiny=False)
+    metrics = train(cfg, tmp_path)
+    assert metrics["status"] == "completed" and metrics[metric] is not None
+    expected = probes.adding_baseline() if data == "adding" else probes.recall_baseline(8)
+    assert metrics["val/baseline_loss"] == pytest.approx(expected["loss"])

@@ -34,6 +34,13 @@ def tree_map(fn: Callable[[Tensor], Tensor], tree: Any) -> Any:
     return tree
 
 
+def never_special(scores: Tensor, bos: int, pad: int) -> Tensor:
+    """A live hypothesis never continues with <bos> or <pad> (they are never targets in training)."""
+    scores = scores.clone()
+    scores[:, [bos, pad]] = float("-inf")
+    return scores
+
+
 def max_steps(batch: dict, a: float, b: int) -> int:
     return int(a * int(batch["src_lengths"].max()) + b)
 
@@ -48,7 +55,7 @@ def greedy(model, batch: dict, bos: int, eos: int, pad: int, steps: int) -> Tens
     state = None
     for _ in range(steps):
         logits, state = model.decode_step(memory, tokens, state)  # (B, V)
-        nxt = logits.argmax(-1).masked_fill(done, pad)  # (B,)
+        nxt = never_special(logits, bos, pad).argmax(-1).masked_fill(done, pad)  # (B,)
         tokens = torch.cat([tokens, nxt[:, None]], dim=1)
         done |= nxt == eos
         if bool(done.all()):
@@ -78,7 +85,7 @@ def beam_search(model, batch: dict, bos: int, eos: int, pad: int, steps: int, be
     state = None
     for _ in range(steps):
         logits, state = model.decode_step(memory, tokens, state)  # (B*K, V)
-        logp = torch.log_softmax(logits.float(), dim=-1)
+        logp = never_special(torch.log_softmax(logits.float(), dim=-1), bos, pad)
         V = logp.size(-1)
         # a finished hypothesis continues only with <pad>, at no cost
         frozen = torch.full_like(logp, float("-inf"))

@@ -1,0 +1,203 @@
+"""Translation: tokenizer, BLEU, batching, attention, decoding, and a tiny model that learns to translate."""
+
+from __future__ import annotations
+
+import itertools
+import math
+from functools import partial
+
+import pytest
+import torch
+
+from fakes import ReversalTranslationData
+from seqbench.data.subword import train_tokenizer
+from seqbench.data.translation import BucketBatches
+from seqbench.models.recurrent import RecurrentModel
+from seqbench.models.transformer import TransformerModel
+from seqbench.nn.additive_attention import SCORERS, SourceAttention
+from seqbench.nn.decoding import beam_search, greedy, length_penalty
+from seqbench.nn.seq2seq import reverse_words
+from seqbench.optim import inverse_sqrt
+from seqbench.tasks.translation import corpus_bleu
+
+ADAM = partial(torch.optim.Adam, lr=3e-3)
+
+
+@pytest.fixture(scope="module")
+def reversal(tmp_path_factory):
+    data = ReversalTranslationData(str(tmp_path_factory.mktemp("tok")))
+    data.setup()
+    return data
+
+
+def _recurrent(spec, **kw):
+    sizes = dict(cell="gru", embedding_size=32, hidden_size=32, num_layers=1, dropout=0.0, bidirectional=True,
+                 attention="bahdanau", tie_weights=False)
+    return RecurrentModel(spec, ADAM, **{**sizes, **kw})
+
+
+def _transformer(spec, **kw):
+    sizes = dict(n_layer=2, n_head=2, d_model=32, d_ff=64, dropout=0.0, context=32)
+    return TransformerModel(spec, ADAM, **{**sizes, **kw})
+
+
+def test_tokenizer_round_trips_text():
+    lines = ["Ein Mann fährt Fahrrad.", "Zwei Hunde spielen im Schnee, während ein Kind zuschaut!",
+             "A man rides a bike.", "Two dogs play in the snow while a child watches!"] * 20
+    tok = train_tokenizer(lines, vocab_size=120)
+    for line in lines[:4] + ["ein Kind fährt im Schnee", "Mann!  Hunde"[:4]]:
+        ids = tok.encode(line)
+        assert min(ids) > tok.eos_id, "encoding adds no special tokens"
+        assert tok.decode(ids) == line
+    assert tok.decode(tok.encode("A man") + [tok.eos_id] + tok.encode("rides")) == "A man", "<eos> ends a sentence"
+
+
+def test_bleu_of_the_references_against_themselves_is_100():
+    refs = ["A man rides a bike.", "Two dogs play in the snow while a child watches!", "Ein Mann."]
+    assert corpus_bleu(refs, refs).last_score.score == pytest.approx(100.0)
+    assert corpus_bleu([r.upper() for r in refs], refs, tokenised=True).last_score.score == pytest.approx(100.0)
+    assert corpus_bleu(["a cat"] * 3, refs).last_score.score < 5
+
+
+def test_batches_pad_mask_and_cover_every_pair_once_across_ranks(reversal):
+    pairs = reversal.pairs["train"]
+    specials = (0, 2, 3)
+    seen = []
+    for rank in range(2):
+        for batch in BucketBatches(pairs, 16, specials, train=True, seed=1, rank=rank, world=2):
+            B, S = batch["src"].shape
+            real = torch.arange(S)[None, :] < batch["src_lengths"][:, None]
+            assert bool((batch["src"][~real] == 0).all()) and bool((batch["src"][real] != 0).all())
+            assert bool((batch["src"].gather(1, batch["src_lengths"][:, None] - 1) == 3).all()), "<eos> ends the source"
+            words = (batch["target"][:, :-1] != -100) & (batch["target"][:, :-1] != 3)
+            assert bool((batch["tgt_in"][:, 0] == 2).all()), "the decoder starts from <bos>"
+            assert bool((batch["tgt_in"][:, 1:] == batch["target"][:, :-1])[words].all()), "input = target shifted"
+            assert bool((batch["target"].gather(1, batch["tgt_lengths"][:, None] - 1) == 3).all())
+            seen += batch["index"].tolist()
+    assert len(seen) == len(set(seen)) and len(seen) >= len(pairs) - 2 * 16, "ranks see disjoint parts of the epoch"
+
+
+@pytest.mark.parametrize("kind", SCORERS)
+def test_attention_weights_sum_to_one_over_the_real_source_positions(kind):
+    torch.manual_seed(0)
+    attn = SourceAttention(kind, 8, 8, 6)
+    keys = torch.randn(3, 5, 8)
+    padding = torch.arange(5)[None, :] >= torch.tensor([5, 3, 1])[:, None]
+    context, w = attn(torch.randn(3, 8), attn.prepare(keys), keys, padding)
+    assert torch.allclose(w.sum(-1), torch.ones(3))
+    assert bool((w[padding] == 0).all())
+    assert torch.allclose(context[2], keys[2, 0]), "a one-word source is attended with weight 1"
+
+
+def test_source_reversal_reverses_the_words_and_keeps_eos_and_padding():
+    src = torch.tensor([[5, 6, 7, 3], [8, 9, 3, 0]])
+    assert reverse_words(src, torch.tensor([4, 3])).tolist() == [[7, 6, 5, 3], [9, 8, 3, 0]]
+
+
+@pytest.mark.parametrize("build,kw", [(_recurrent, {}), (_recurrent, {"cell": "lstm", "attention": "luong_general",
+                                                                       "input_feeding": True, "reverse_source": True}),
+                                      (_recurrent, {"attention": "none", "bidirectional": False}),
+                                      (_transformer, {})])
+def test_padding_does_not_change_a_sentence(reversal, build, kw):
+    torch.manual_seed(0)
+    model = build(reversal.spec, **kw).eval()
+    batch = next(iter(reversal.test_dataloader()))
+    longest = int(batch["src_lengths"].argmax())
+    short = int(batch["src_lengths"].argmin())
+    assert batch["src_lengths"][short] < batch["src_lengths"][longest]
+    alone = {k: v[short: short + 1] for k, v in batch.items()}
+    S, T = int(alone["src_lengths"]), int(alone["tgt_lengths"])
+    alone = {**alone, "src": alone["src"][:, :S], "tgt_in": alone["tgt_in"][:, :T], "target": alone["target"][:, :T]}
+    with torch.no_grad():
+        together = model.translate_logits(batch)[short, :T]
+        assert torch.allclose(model.translate_logits(alone)[0], together, atol=1e-5)
+        steps = 12
+        assert greedy(model, alone, 2, 3, 0, steps)[0].tolist() == greedy(model, batch, 2, 3, 0, steps)[short, :].tolist()[
+            : greedy(model, alone, 2, 3, 0, steps).size(1)]
+        if kw.get("attention", "bahdanau") != "none":
+            maps = model.alignments(batch)  # (B, heads, T, S)
+            assert torch.allclose(maps.sum(-1)[short, :, :T], torch.ones(maps.size(1), T), atol=1e-5)
+            assert bool((maps[short, :, :, S:] == 0).all()), "padding gets no attention"
+
+
+class _Bigram(torch.nn.Module):
+    """A decoder whose next-token distribution depends only on the last token: beam search is checkable."""
+
+    def __init__(self, V: int = 6) -> None:
+        super().__init__()
+        torch.manual_seed(3)
+        self.table = torch.randn(V, V) * 2
+
+    def encode(self, batch):
+        return {"bias": batch["src"].float().mean(1, keepdim=True)}
+
+    def decode_step(self, memory, tokens, state):
+        return self.table[tokens[:, -1]] + 0.1 * memory["bias"], state
+
+
+def _brute_force_best(model, row_bias, steps, alpha, eos=3, pad=0, V=6):
+    best, best_seq = -math.inf, None
+    logp = torch.log_softmax(model.table + 0.1 * row_bias, -1)
+    for n in range(1, steps + 1):
+        for seq in itertools.product([t for t in range(V) if t not in (pad, 2)], repeat=n):
+            if any(t == eos for t in seq[:-1]) or (n < steps and seq[-1] != eos):
+                continue
+            prev, score = 2, 0.0
+            for t in seq:
+                score += float(logp[prev, t])
+                prev = t
+            norm = score / float(length_penalty(torch.tensor(n), alpha))
+            if norm > best:
+                best, best_seq = norm, list(seq)
+    return best_seq
+
+
+def test_beam_search_with_beam_1_is_greedy_and_a_wide_beam_is_exact():
+    model = _Bigram()
+    batch = {"src": torch.tensor([[4, 5], [5, 5], [1, 1]]), "src_lengths": torch.tensor([2, 2, 2])}
+    assert beam_search(model, batch, 2, 3, 0, 5, beam=1).tolist() == greedy(model, batch, 2, 3, 0, 5).tolist()
+    steps, alpha = 3, 0.7
+    wide = beam_search(model, batch, 2, 3, 0, steps, beam=6 ** steps, alpha=alpha)
+    for b in range(3):
+        found = [t for t in wide[b].tolist() if t != 0]
+        assert found == _brute_force_best(model, batch["src"][b].float().mean(), steps, alpha)
+
+
+def test_inverse_sqrt_warms_up_linearly_then_decays_with_the_square_root():
+    opt = torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=1.0)
+    schedule = inverse_sqrt(opt, warmup_steps=100).lr_lambdas[0]
+    assert schedule(49) == pytest.approx(0.5) and schedule(99) == pytest.approx(1.0)
+    assert schedule(399) == pytest.approx(0.5)
+
+
+@pytest.fixture(scope="module")
+def copy(tmp_path_factory):
+    data = ReversalTranslationData(str(tmp_path_factory.mktemp("tok")), reverse=False)
+    data.setup()
+    return data
+
+
+# the recurrent model reverses (attention must learn the anti-diagonal); the Transformer, which
+# needs more steps to find positions, copies in order (the diagonal)
+@pytest.mark.parametrize("data,build,steps,lr,kw", [("reversal", _recurrent, 200, 1e-2, {"hidden_size": 64}),
+                                                    ("copy", _transformer, 300, 3e-3, {"label_smoothing": 0.1})])
+@pytest.mark.filterwarnings("ignore:You are trying to `self.log\\(\\)`")  # no Trainer: the loop is this test's
+def test_a_tiny_model_learns_a_synthetic_translation(data, build, steps, lr, kw, request):
+    reversal = request.getfixturevalue(data)
+    torch.manual_seed(0)
+    model = build(reversal.spec, **kw)
+    opt = torch.optim.Adam(model.parameters(), lr=lr)
+    batches = itertools.cycle(list(reversal.train_dataloader()))
+    for _ in range(steps):
+        batch = next(batches)
+        opt.zero_grad()
+        model.task.step(model, batch, "train").backward()  # the task's loss (label smoothing included)
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+    model.eval()
+    hyps, refs = [], reversal.texts["test"][1]
+    for batch in reversal.test_dataloader():
+        out = model.task.translate(model, batch, "test")  # beam search, as the test stage decodes
+        hyps += list(zip(batch["index"].tolist(), out))
+    hyps = [h for _, h in sorted(hyps)]
+    assert corpus_bleu(hyps, refs).last_score.score > 90

@@ -201,3 +201,15 @@ def test_a_tiny_model_learns_a_synthetic_translation(data, build, steps, lr, kw,
         hyps += list(zip(batch["index"].tolist(), out))
     hyps = [h for _, h in sorted(hyps)]
     assert corpus_bleu(hyps, refs).last_score.score > 90
+
+
+@pytest.mark.parametrize("build,kw,panels", [(_recurrent, {}, 1), (_transformer, {}, 4)])
+def test_alignment_pictures_are_drawn_per_sentence_and_per_layer_and_head(reversal, build, kw, panels, tmp_path):
+    from seqbench.analysis.alignments import alignment_figures
+
+    model = build(reversal.spec, **kw)
+    maps = model.alignments(next(iter(reversal.test_dataloader())))
+    assert maps.size(1) == panels  # recurrent: one map; Transformer: layers x heads = 2 x 2
+    paths = alignment_figures(model, reversal, [0, 3], tmp_path)
+    assert [p.name for p in paths] == ["alignment_0.png", "alignment_3.png"]
+    assert all(p.stat().st_size > 1000 for p in paths)

@@ -1,6 +1,7 @@
 """Lightning callbacks of seqbench's own (the rest come straight from Lightning)."""
 
+from seqbench.callbacks.alignment_maps import AlignmentMaps
 from seqbench.callbacks.learning_curve import LearningCurve
 from seqbench.callbacks.run_stats import RunStats
 
-__all__ = ["LearningCurve", "RunStats"]
+__all__ = ["AlignmentMaps", "LearningCurve", "RunStats"]

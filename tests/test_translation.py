@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from fakes import ReversalTranslationData
+from seqbench.data.multi30k import Multi30kDataModule
 from seqbench.data.subword import train_tokenizer
 from seqbench.data.translation import BucketBatches
 from seqbench.models.recurrent import RecurrentModel
@@ -213,3 +214,37 @@ def test_alignment_pictures_are_drawn_per_sentence_and_per_layer_and_head(revers
     paths = alignment_figures(model, reversal, [0, 3], tmp_path)
     assert [p.name for p in paths] == ["alignment_0.png", "alignment_3.png"]
     assert all(p.stat().st_size > 1000 for p in paths)
+
+
+def test_multi30k_presets_compose_check_and_build(tmp_path):
+    import hydra
+
+    from conftest import compose_cfg
+    from seqbench.config_check import check_config
+    from seqbench.data.spec import TaskSpec
+
+    cfg = compose_cfg(["experiment=multi30k_families"], tmp_path)
+    families = cfg.hydra.sweeper.params["+family"].split(",")
+    assert cfg.data._target_.endswith("Multi30kDataModule") and len(families) == 4
+    spec = TaskSpec("translation", src_vocab_size=8000, tgt_vocab_size=6000, pad_id=0, bos_id=2, eos_id=3,
+                    max_len=60, extras={"joint_vocab": False})
+    kinds = {}
+    for family in families + ["multi30k/transformer_base"]:
+        cfg = compose_cfg([f"+family={family}"], tmp_path)
+        check_config(cfg)
+        if family.endswith("base"):
+            assert cfg.data.joint_vocab and cfg.model.share_embeddings
+            continue
+        model = hydra.utils.instantiate(cfg.model, spec=spec)
+        kinds[family] = getattr(getattr(model, "seq2seq", None), "attention_kind", "transformer")
+    assert kinds == {"multi30k/seq2seq": "none", "multi30k/bahdanau": "bahdanau",
+                     "multi30k/luong": "luong_general", "multi30k/transformer": "transformer"}
+
+
+def test_shared_embeddings_need_a_joint_vocabulary(reversal):
+    from seqbench.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="data.joint_vocab=true"):
+        _transformer(reversal.spec, share_embeddings=True)
+    with pytest.raises(ConfigError, match="two different languages"):
+        Multi30kDataModule("", "", source="de", target="fr")

@@ -136,6 +136,10 @@ class Translation(nn.Module):
         root = getattr(model.trainer, "default_root_dir", None) if model._trainer is not None else None
         if root and model.trainer.is_global_zero:  # every translation, in the split's order, for reading
             Path(root, f"translations_{stage}.txt").write_text("\n".join(hyps) + "\n", encoding="utf-8")
+        sources = self.options.get("sources", {}).get(stage, [])
+        for i in order[:3]:  # a few examples beside the number
+            log.info("%s example %d\n  source:    %s\n  reference: %s\n  output:    %s", stage, i,
+                     sources[i] if i < len(sources) else "", refs_all[i], outputs[i])
         log.info("%s BLEU %.2f (%s); tokenised, lowercased BLEU %.2f (%s) on %d sentences", stage,
                  bleu.last_score.score, bleu.get_signature(), tok.last_score.score, tok.get_signature(), len(hyps))
 

@@ -14,6 +14,7 @@ from seqbench.data.multi30k import Multi30kDataModule
 from seqbench.data.subword import train_tokenizer
 from seqbench.data.translation import BucketBatches
 from seqbench.models.recurrent import RecurrentModel
+from seqbench.models.t5 import T5Model, task_prefix
 from seqbench.models.transformer import TransformerModel
 from seqbench.nn.additive_attention import SCORERS, SourceAttention
 from seqbench.nn.decoding import beam_search, greedy, length_penalty
@@ -40,6 +41,11 @@ def _recurrent(spec, **kw):
 def _transformer(spec, **kw):
     sizes = dict(n_layer=2, n_head=2, d_model=32, d_ff=64, dropout=0.0, context=32)
     return TransformerModel(spec, ADAM, **{**sizes, **kw})
+
+
+def _t5(spec, **kw):
+    sizes = dict(n_layer=2, n_head=2, d_model=32, d_kv=16, d_ff=64, dropout=0.0)
+    return T5Model(spec, ADAM, **{**sizes, **kw})
 
 
 def test_tokenizer_round_trips_text():
@@ -98,7 +104,7 @@ def test_source_reversal_reverses_the_words_and_keeps_eos_and_padding():
 @pytest.mark.parametrize("build,kw", [(_recurrent, {}), (_recurrent, {"cell": "lstm", "attention": "luong_general",
                                                                        "input_feeding": True, "reverse_source": True}),
                                       (_recurrent, {"attention": "none", "bidirectional": False}),
-                                      (_transformer, {})])
+                                      (_transformer, {}), (_t5, {})])
 def test_padding_does_not_change_a_sentence(reversal, build, kw):
     torch.manual_seed(0)
     model = build(reversal.spec, **kw).eval()
@@ -118,7 +124,8 @@ def test_padding_does_not_change_a_sentence(reversal, build, kw):
         if kw.get("attention", "bahdanau") != "none":
             maps = model.alignments(batch)  # (B, heads, T, S)
             assert torch.allclose(maps.sum(-1)[short, :, :T], torch.ones(maps.size(1), T), atol=1e-5)
-            assert bool((maps[short, :, :, S:] == 0).all()), "padding gets no attention"
+            prefix = model.prefix_ids.numel() if hasattr(model, "prefix_ids") else 0  # T5: the task prefix first
+            assert bool((maps[short, :, :, prefix + S:] == 0).all()), "padding gets no attention"
 
 
 class _Bigram(torch.nn.Module):
@@ -204,7 +211,7 @@ def test_a_tiny_model_learns_a_synthetic_translation(data, build, steps, lr, kw,
     assert corpus_bleu(hyps, refs).last_score.score > 90
 
 
-@pytest.mark.parametrize("build,kw,panels", [(_recurrent, {}, 1), (_transformer, {}, 4)])
+@pytest.mark.parametrize("build,kw,panels", [(_recurrent, {}, 1), (_transformer, {}, 4), (_t5, {}, 4)])
 def test_alignment_pictures_are_drawn_per_sentence_and_per_layer_and_head(reversal, build, kw, panels, tmp_path):
     from seqbench.analysis.alignments import alignment_figures
 
@@ -225,11 +232,14 @@ def test_multi30k_presets_compose_check_and_build(tmp_path):
 
     cfg = compose_cfg(["experiment=multi30k_families"], tmp_path)
     families = cfg.hydra.sweeper.params["+family"].split(",")
-    assert cfg.data._target_.endswith("Multi30kDataModule") and len(families) == 4
+    assert cfg.data._target_.endswith("Multi30kDataModule")
     spec = TaskSpec("translation", src_vocab_size=8000, tgt_vocab_size=6000, pad_id=0, bos_id=2, eos_id=3,
                     max_len=60, extras={"joint_vocab": False})
     kinds = {}
     for family in families + ["multi30k/transformer_base"]:
+        if family.endswith("t5"):
+            assert compose_cfg([f"+family={family}"], tmp_path).data.joint_vocab
+            continue
         cfg = compose_cfg([f"+family={family}"], tmp_path)
         check_config(cfg)
         if family.endswith("base"):
@@ -237,6 +247,7 @@ def test_multi30k_presets_compose_check_and_build(tmp_path):
             continue
         model = hydra.utils.instantiate(cfg.model, spec=spec)
         kinds[family] = getattr(getattr(model, "seq2seq", None), "attention_kind", "transformer")
+    assert len(families) == 5 and families[-1] == "multi30k/t5"
     assert kinds == {"multi30k/seq2seq": "none", "multi30k/bahdanau": "bahdanau",
                      "multi30k/luong": "luong_general", "multi30k/transformer": "transformer"}
 
@@ -248,3 +259,53 @@ def test_shared_embeddings_need_a_joint_vocabulary(reversal):
         _transformer(reversal.spec, share_embeddings=True)
     with pytest.raises(ConfigError, match="two different languages"):
         Multi30kDataModule("", "", source="de", target="fr")
+
+
+def test_t5_reads_every_source_after_its_task_prefix(reversal):
+    assert task_prefix("de-en") == "translate German to English: " and task_prefix(None) == ""
+    model = _t5(reversal.spec)
+    batch = next(iter(reversal.test_dataloader()))
+    src, lengths = model.with_prefix(batch)
+    P = model.prefix_ids.numel()
+    assert P > 0 and model.prefix_ids.tolist() == reversal.src_tok.encode("translate src to tgt: ")
+    assert bool((src[:, :P] == model.prefix_ids).all()) and bool((src[:, P:] == batch["src"]).all())
+    assert (lengths - batch["src_lengths"]).unique().tolist() == [P]
+
+
+def test_t5_relative_buckets_are_exact_near_logarithmic_far_and_the_norm_is_rms():
+    from seqbench.nn.t5 import RMSNorm, relative_bucket
+
+    offsets = torch.arange(-200, 201)
+    enc = relative_bucket(offsets, bidirectional=True, num_buckets=32, max_distance=128)
+    assert enc[200 + 0] == 0 and enc[200 - 7] == 7 and enc[200 + 7] == 16 + 7  # exact below 8, right = upper half
+    assert enc[200 - 128] == enc[200 - 200] == 15 and enc[200 + 200] == 31  # one bucket beyond max_distance
+    left = enc[:201].flip(0)  # distances 0..200 to the left
+    assert bool((left[1:] >= left[:-1]).all()) and len(left.unique()) == 16
+    dec = relative_bucket(offsets, bidirectional=False, num_buckets=32, max_distance=128)
+    assert bool((dec[201:] == 0).all()) and dec[200 - 15] == 15 and dec[200 - 200] == 31  # a decoder only looks back
+    x = torch.randn(4, 8) * 5
+    assert torch.allclose(RMSNorm(8)(x).pow(2).mean(-1), torch.ones(4), atol=1e-4)
+
+
+def test_span_corruption_drops_spans_the_target_spells_back():
+    import random
+
+    from seqbench.data.span_corruption import span_corrupt
+
+    ids = list(range(100, 140))
+    sentinels = list(range(4, 104))
+    inputs, targets = span_corrupt(ids, sentinels, random.Random(0))
+    dropped = [t for t in targets if t >= 100]
+    assert len(dropped) == 6  # 15% of 40
+    assert len(inputs) - sum(t < 100 for t in inputs) == 40 - 6
+    # splice the spans back at their sentinels: the original sentence
+    spans, current = {}, None
+    for t in targets:
+        if t < 100:
+            current = t
+            spans[current] = []
+        else:
+            spans[current].append(t)
+    restored = [x for t in inputs for x in (spans[t] if t < 100 else [t])]
+    assert restored == ids
+    assert [t for t in inputs if t < 100] == sentinels[: len(spans) - 1], "sentinels in order, one per span"

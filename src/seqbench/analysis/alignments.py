@@ -54,13 +54,15 @@ def alignment_figures(model, datamodule, indices: list[int], out_dir: Path, spli
                       spec.bos_id, spec.eos_id)
         one = {k: v.to(model.device) for k, v in one.items()}
         maps = model.alignments(one)[0].float().cpu()  # (heads, T, S)
-        src_labels = [_piece(src_tok, i) for i in src_ids] + ["<eos>"]
+        prefix = getattr(model, "prefix_ids", None)  # T5 reads a task prefix before the source
+        prefix = prefix.tolist() if prefix is not None else []
+        src_labels = [_piece(src_tok, i) for i in prefix + list(src_ids)] + ["<eos>"]
         tgt_labels = [_piece(spec.tokenizer, i) for i in hyp[:-1]] + ["<eos>"]
         maps = maps[:, : len(tgt_labels), : len(src_labels)]
         layers = getattr(getattr(getattr(model, "net", None), "decoder", None), "blocks", None)
         rows = len(layers) if layers is not None and maps.size(0) % len(layers) == 0 else 1
         cols = maps.size(0) // rows
-        size = 0.22 * max(len(src_labels), len(tgt_labels)) + 1
+        size = 0.16 * max(len(src_labels), len(tgt_labels)) + 0.8  # inches per panel
         fig, axes = plt.subplots(rows, cols, figsize=(size * cols, size * rows), squeeze=False)
         for h in range(maps.size(0)):
             ax = axes[h // cols][h % cols]
@@ -72,7 +74,7 @@ def alignment_figures(model, datamodule, indices: list[int], out_dir: Path, spli
         fig.suptitle(f"{split} sentence {index}: {spec.tokenizer.decode(hyp)}", fontsize=8)
         fig.tight_layout()
         path = out_dir / f"alignment_{index}.png"
-        fig.savefig(path, dpi=90)
+        fig.savefig(path, dpi=72)
         plt.close(fig)
         paths.append(path)
     model.train(was_training)

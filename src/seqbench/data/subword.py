@@ -61,14 +61,20 @@ class SubwordTokenizer:
         return self.tokenizer.decode(out)
 
 
-def train_tokenizer(lines: Iterable[str], vocab_size: int, kind: str = "bpe") -> SubwordTokenizer:
+def sentinel(i: int) -> str:
+    """T5's span-corruption sentinels <extra_id_0>, <extra_id_1>, ... (ids 4, 5, ... when present)."""
+    return f"<extra_id_{i}>"
+
+
+def train_tokenizer(lines: Iterable[str], vocab_size: int, kind: str = "bpe", sentinels: int = 0) -> SubwordTokenizer:
+    specials = list(SPECIALS) + [sentinel(i) for i in range(sentinels)]
     if kind == "bpe":
         tok = Tokenizer(models.BPE(unk_token=UNK))
-        trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=list(SPECIALS), min_frequency=2,
+        trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=specials, min_frequency=2,
                                       show_progress=False)
     elif kind == "unigram":
         tok = Tokenizer(models.Unigram())
-        trainer = trainers.UnigramTrainer(vocab_size=vocab_size, special_tokens=list(SPECIALS), unk_token=UNK,
+        trainer = trainers.UnigramTrainer(vocab_size=vocab_size, special_tokens=specials, unk_token=UNK,
                                           show_progress=False)
     else:
         raise ValueError(f"unknown subword model {kind!r}; choose 'bpe' or 'unigram'")
@@ -96,7 +102,7 @@ def cached_tokenizer(cache_dir: Path, key: dict, lines: Callable[[], Iterable[st
     path = Path(cache_dir) / f"{key.get('name', 'tokenizer')}-{digest}.json"
     with _lock(path):  # DDP ranks: one trains, the others wait and load
         if not path.is_file():
-            tok = train_tokenizer(lines(), key["vocab_size"], key["kind"])
+            tok = train_tokenizer(lines(), key["vocab_size"], key["kind"], key.get("sentinels", 0))
             tmp = path.with_suffix(f".tmp{os.getpid()}")
             tok.tokenizer.save(str(tmp))
             tmp.replace(path)

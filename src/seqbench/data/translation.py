@@ -58,10 +58,11 @@ class BucketBatches(IterableDataset):
 
     def __init__(self, pairs: list[tuple[int, list[int], list[int]]], batch_size: int, specials: tuple[int, int, int],
                  train: bool, seed: int = 0, rank: int = 0, world: int = 1, bucket_pool: int = 50,
-                 epoch=lambda: 0) -> None:
+                 epoch=lambda: 0, transform=None) -> None:
         self.pairs, self.batch_size, self.specials = pairs, batch_size, specials
         self.train, self.seed, self.rank, self.world, self.pool = train, seed, rank, world, bucket_pool
         self.epoch = epoch
+        self.transform = transform  # (pair, epoch) -> pair, e.g. fresh span corruption every epoch
 
     def batches(self) -> list[list[int]]:
         order = list(range(len(self.pairs)))
@@ -83,8 +84,12 @@ class BucketBatches(IterableDataset):
         return len(self.batches()[self.rank:: self.world])
 
     def __iter__(self):
+        epoch = self.epoch() if self.train else 0
         for batch in self.batches()[self.rank:: self.world]:
-            yield collate([self.pairs[i] for i in batch], *self.specials)
+            pairs = [self.pairs[i] for i in batch]
+            if self.transform is not None:
+                pairs = [self.transform(p, epoch) for p in pairs]
+            yield collate(pairs, *self.specials)
 
 
 class TranslationDataModule(L.LightningDataModule):
@@ -93,6 +98,8 @@ class TranslationDataModule(L.LightningDataModule):
     task = "translation"
     corpus = "corpus"
     languages: tuple[str, ...] = ()
+    sentinels = 0  # T5 sentinel tokens in the vocabulary (span corruption)
+    transform = None  # (pair, epoch) -> pair applied to every batch (span corruption)
 
     def __init__(self, data_dir: str, cache_dir: str, source: str, target: str, batch_size: int = 128,
                  eval_batch_size: int = 128, joint_vocab: bool = False, vocab_size: int = 8000,
@@ -138,6 +145,8 @@ class TranslationDataModule(L.LightningDataModule):
         self.texts = self.split_pairs()
         src_train, tgt_train = self.texts["train"]
         base = {"corpus": self.corpus, "kind": self.subword, "files": self.checksums()}
+        if self.sentinels:
+            base["sentinels"] = self.sentinels
         if self.joint_vocab:
             key = {**base, "name": f"{self.corpus}-joint", "langs": sorted([self.source, self.target]),
                    "vocab_size": self.vocab_size}
@@ -176,7 +185,8 @@ class TranslationDataModule(L.LightningDataModule):
         dataset = BucketBatches(self.pairs[split], batch_size // world if train else batch_size,
                                 (self.tgt_tok.pad_id, self.tgt_tok.bos_id, self.tgt_tok.eos_id), train, self.seed,
                                 rank, world, self.bucket_pool,
-                                epoch=(lambda: trainer.current_epoch) if trainer is not None else (lambda: 0))
+                                epoch=(lambda: trainer.current_epoch) if trainer is not None else (lambda: 0),
+                                transform=self.transform)
         return DataLoader(dataset, batch_size=None, generator=torch.Generator().manual_seed(0))
 
     def train_dataloader(self) -> DataLoader:

@@ -67,6 +67,8 @@ class Translation(nn.Module):
         return getattr(self, f"{stage}_nll")
 
     def decodes(self, model, stage: str) -> bool:
+        if not self.options.get("bleu", True):  # e.g. span corruption: no reference translation
+            return False
         if stage == "test":
             return True
         if stage != "val" or model.trainer is None or model.trainer.sanity_checking:

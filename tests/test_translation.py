@@ -309,3 +309,11 @@ def test_span_corruption_drops_spans_the_target_spells_back():
     restored = [x for t in inputs for x in (spans[t] if t < 100 else [t])]
     assert restored == ids
     assert [t for t in inputs if t < 100] == sentinels[: len(spans) - 1], "sentinels in order, one per span"
+
+
+def test_missing_multi30k_files_end_in_one_sentence(tmp_path):
+    from seqbench.errors import DataNotFoundError
+
+    data = Multi30kDataModule(str(tmp_path), str(tmp_path / "cache"), "de", "en", download=False)
+    with pytest.raises(DataNotFoundError, match=r"train\.de.*not found in .*multi30k.*data\.data_dir"):
+        data.prepare_data()

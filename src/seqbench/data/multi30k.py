@@ -6,7 +6,12 @@ The test split is `test_2016_flickr` ("test2016"), the one most published Multi3
 
 from __future__ import annotations
 
-from seqbench.data.files import CorpusFile, ensure_files
+import gzip
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+from seqbench.data.files import DOWNLOAD_TIMEOUT_S, CorpusFile, ensure_files
 from seqbench.data.translation import TranslationDataModule
 
 _RAW = "https://raw.githubusercontent.com/multi30k/dataset/a3d2e0d26b56f3846f66a952536ffed4e401d05a/data/task1/raw/"
@@ -22,8 +27,27 @@ STEMS = {"train": "train", "valid": "val", "test": "test_2016_flickr"}
 
 
 def _file(name: str) -> CorpusFile:
-    # the repository ships gzipped files; a missing file is downloaded only where a plain copy exists
-    return CorpusFile(name, SHA256[name], None)
+    return CorpusFile(name, SHA256[name], None)  # fetched by `_fetch_gz`: the source ships .gz files
+
+
+def _fetch_gz(folder: Path, names: list[str]) -> None:
+    """Download the missing `<name>.gz` files of the public repository and decompress them in place.
+
+    Failures are left to `ensure_files`, which names the folder and what to do in one sentence.
+    """
+    for name in names:
+        dest = folder / name
+        if dest.is_file():
+            continue
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            with urllib.request.urlopen(_RAW + name + ".gz", timeout=DOWNLOAD_TIMEOUT_S) as resp:
+                data = gzip.decompress(resp.read())
+        except (OSError, urllib.error.URLError):
+            return
+        tmp = dest.with_suffix(dest.suffix + ".part")
+        tmp.write_bytes(data)
+        tmp.replace(dest)  # ensure_files verifies the checksum next
 
 
 class Multi30kDataModule(TranslationDataModule):
@@ -35,6 +59,8 @@ class Multi30kDataModule(TranslationDataModule):
 
     def split_pairs(self) -> dict[str, tuple[list[str], list[str]]]:
         files = [_file(f"{STEMS[s]}.{lang}") for s in STEMS for lang in (self.source, self.target)]
+        if self.download:
+            _fetch_gz(self.folder, [f.name for f in files])
         paths = ensure_files(self.folder, files, "Multi30k", download=self.download,
                              hint=f"{{train,val,test_2016_flickr}}.{{de,en}} (decompressed from {_RAW})")
         read = lambda name: paths[name].read_text(encoding="utf-8").rstrip("\n").split("\n")  # noqa: E731

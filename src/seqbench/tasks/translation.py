@@ -116,7 +116,7 @@ class Translation(nn.Module):
         model.log(f"{stage}/loss{suffix}", nll, sync_dist=True)
         model.log(f"{stage}/ppl{suffix}", nll.exp(), sync_dist=True, prog_bar=stage == "val")
         metric.reset()
-        if stage in self.outputs and self.outputs[stage]:
+        if self.decodes(model, stage):  # the same answer on every rank, so the gather below cannot hang
             self.log_bleu(model, stage)
 
     def log_bleu(self, model, stage: str) -> None:
@@ -126,6 +126,8 @@ class Translation(nn.Module):
             torch.distributed.all_gather_object(gathered, outputs)  # every rank decoded its own shard
             outputs = {k: v for part in gathered for k, v in part.items()}
         self.outputs[stage] = {}
+        if not outputs:
+            return
         refs_all = self.options["references"][stage]
         order = sorted(outputs)
         hyps, refs = [outputs[i] for i in order], [refs_all[i] for i in order]

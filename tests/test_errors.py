@@ -71,9 +71,10 @@ def test_config_mistakes_are_caught_by_the_signature_check(override, message, cf
 
 
 def test_unsupported_model_data_pair_names_the_supported_tasks(cfg_factory, tmp_path):
-    cfg = cfg_factory(["data._target_=fakes.FakeTranslationData"])
-    with pytest.raises(ConfigError, match=r"model=lstm cannot be trained on data=fakemt.*task 'translation'.*supports lm, classification"):
-        check_config(cfg, {"model": "lstm", "data": "fakemt"})
+    # GPT is decoder-only: it has no encoder-decoder for translation
+    cfg = cfg_factory(["model=gpt", "data._target_=fakes.FakeTranslationData"], tiny=False)
+    with pytest.raises(ConfigError, match=r"model=gpt cannot be trained on data=fakemt.*task 'translation'.*supports lm, classification"):
+        check_config(cfg, {"model": "gpt", "data": "fakemt"})
 
 
 def test_corrupt_file_fails_before_training_and_keeps_the_previous_run(cfg_factory, tmp_path):

@@ -51,3 +51,23 @@ def warmup_cosine(optimizer: Optimizer, total_steps: int, warmup_steps: int = 10
     `total_steps` is filled in from the trainer's estimate when the config leaves it out.
     """
     return LambdaLR(optimizer, _WarmupCosine(warmup_steps, total_steps, min_ratio))
+
+
+@dataclass
+class _InverseSqrt:
+    warmup_steps: int
+
+    def __call__(self, step: int) -> float:
+        step = step + 1
+        return min(step / self.warmup_steps, math.sqrt(self.warmup_steps / step))
+
+
+def inverse_sqrt(optimizer: Optimizer, warmup_steps: int = 4000) -> LambdaLR:
+    """Vaswani et al. (2017) §5.3: linear warmup for `warmup_steps`, then decay ∝ step^-1/2; step interval.
+
+    The paper's lrate = d_model^-0.5 · min(step^-0.5, step · warmup^-1.5) peaks at step = warmup
+    with d_model^-0.5 · warmup^-0.5; here the optimizer's LR is that peak (set it to the paper's value
+    to reproduce it, e.g. 7e-4 for d_model 512 and 4000 warmup steps), and the multiplier is
+    min(step / warmup, sqrt(warmup / step)).
+    """
+    return LambdaLR(optimizer, _InverseSqrt(warmup_steps))

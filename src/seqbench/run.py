@@ -120,6 +120,7 @@ def train(cfg: DictConfig, output_dir: Path, choices: dict | None = None, overri
                 log.warning("no best checkpoint was saved; testing the current weights")
             results = trainer.test(model, datamodule=datamodule, ckpt_path=best or None)
             metrics.update(results[0] if results else {})
+            metrics.update(getattr(model.task, "summary", dict)())  # e.g. translation: BLEU signatures
             metrics["tested_checkpoint"] = best or None
         stats = next((c for c in trainer.callbacks if isinstance(c, RunStats)), None)
         if stats is not None:

@@ -1,7 +1,8 @@
 """Lightning callbacks of seqbench's own (the rest come straight from Lightning)."""
 
+from seqbench.callbacks.alignment_maps import AlignmentMaps
 from seqbench.callbacks.baseline import ProbeBaseline
 from seqbench.callbacks.learning_curve import LearningCurve
 from seqbench.callbacks.run_stats import RunStats
 
-__all__ = ["LearningCurve", "ProbeBaseline", "RunStats"]
+__all__ = ["AlignmentMaps", "LearningCurve", "ProbeBaseline", "RunStats"]

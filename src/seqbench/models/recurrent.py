@@ -9,6 +9,11 @@ word_language_model example): the hidden state lives on the module, is detached 
 and reset when a stream starts again (window 0). Training, validation and test each keep their own
 state, so a validation pass in the middle of an epoch does not disturb the training stream, and the
 training state is saved in checkpoints so a resumed run continues the stream exactly.
+
+On `translation` it is an encoder-decoder (`seqbench.nn.seq2seq`): Sutskever et al.'s form with
+`model.attention=none` (the final encoder state is the only context; `model.reverse_source=true`
+reverses the source), or Bahdanau / Luong attention (`bahdanau|luong_dot|luong_general|scaled_dot`),
+with `model.bidirectional`, `model.input_feeding` and `model.teacher_forcing` (the ratio).
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ from seqbench.errors import ConfigError
 from seqbench.models.base import SeqModel
 from seqbench.nn.recurrent_encoder import RecurrentEncoder
 from seqbench.nn.recurrent_lm import RecurrentLM, detach_state, map_state
+from seqbench.nn.seq2seq import RecurrentSeq2Seq
 from seqbench.nn.sampling import sample_next
 
 
@@ -51,6 +57,11 @@ class RecurrentModel(SeqModel):
         impl: Literal["fused", "reference"] = "fused",
         bidirectional: bool = False,
         pooling: Literal["last", "mean", "max"] = "last",
+        attention: Literal["none", "bahdanau", "luong_dot", "luong_general", "scaled_dot"] = "none",
+        attention_size: int | None = None,
+        input_feeding: bool = False,
+        reverse_source: bool = False,
+        teacher_forcing: float = 1.0,
     ) -> None:
         super().__init__(spec, optimizer, scheduler, scheduler_interval, scheduler_monitor)
         self.save_hyperparameters(ignore=["spec", "optimizer", "scheduler"])
@@ -66,6 +77,15 @@ class RecurrentModel(SeqModel):
         if spec.task == "image" and spec.input_dim is None:
             raise ConfigError("a recurrent model reads images as sequences: set data.as_sequence=rows, pixels "
                               "or permuted_pixels.")
+        if spec.task == "translation":
+            self.seq2seq = RecurrentSeq2Seq(spec.src_vocab_size, spec.tgt_vocab_size, cell, embedding_size, hidden_size,
+                                            num_layers, dropout, bidirectional, attention, input_feeding,
+                                            reverse_source, teacher_forcing, spec.pad_id, nonlinearity, attention_size,
+                                            tie_weights)
+            if init_range:
+                for p in self.parameters():
+                    nn.init.uniform_(p, -init_range, init_range)
+            return
         self.encoder = RecurrentEncoder(cell, hidden_size, num_layers, dropout, bidirectional, spec.vocab_size,
                                         spec.input_dim, embedding_size, spec.pad_id, nonlinearity, impl)
         self.output_dropout = nn.Dropout(dropout if output_dropout is None else output_dropout)
@@ -93,6 +113,23 @@ class RecurrentModel(SeqModel):
     def tag(self, batch: dict) -> torch.Tensor:
         states, _ = self.encoder(batch["input"], batch.get("lengths"))  # (B, T, D)
         return self.head(self.output_dropout(states))  # (B, T, K)
+
+    # -- translation: teacher forcing, and the decoding interface of seqbench.nn.decoding ---------
+    def translate_logits(self, batch: dict) -> torch.Tensor:
+        return self.seq2seq(batch["src"], batch["src_lengths"], batch["tgt_in"])  # (B, T, V)
+
+    def encode(self, batch: dict) -> dict:
+        return self.seq2seq.encode(batch["src"], batch["src_lengths"])
+
+    def decode_step(self, memory: dict, tokens: torch.Tensor, state: dict | None):
+        state = self.seq2seq.initial_state(memory) if state is None else state
+        o, state, _ = self.seq2seq.step(tokens[:, -1], state, memory)  # only the last token: state carries the rest
+        return self.seq2seq.logits(o), state
+
+    def alignments(self, batch: dict) -> torch.Tensor:
+        """Attention weights (B, 1, T, S) of the decoder reading `batch["tgt_in"]` (one 'head')."""
+        _, att = self.seq2seq(batch["src"], batch["src_lengths"], batch["tgt_in"], return_attention=True)
+        return att[:, None]
 
     # -- lm ---------------------------------------------------------------------------------------
     def lm_logits(self, batch: dict, stage: str) -> torch.Tensor:

@@ -10,6 +10,11 @@ On `classification`, `regression` and `tagging` the same stack is the paper's en
 mask, padding keys masked, a linear head on the mean of the real positions' states
 (`model.pooling=mean|max|last`) or on every state (tagging). `model.causal=true` reads left to right
 instead, to compare the two masks on one task; a language model is always causal.
+
+On `translation` it is the paper's encoder-decoder (`seqbench.nn.transformer_seq2seq`): `n_layer`
+encoder and `n_dec_layer` (default `n_layer`) decoder blocks, the decoder with cross-attention,
+`share_embeddings` (one table for both languages, needs a joint vocabulary) or `tie_weights`
+(target embedding = output projection), and `label_smoothing` in the training loss.
 """
 
 from __future__ import annotations
@@ -17,11 +22,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Literal
 
+import torch
 
 from seqbench.data.spec import TaskSpec
 from seqbench.errors import ConfigError
 from seqbench.models.windowed import WindowedLM
 from seqbench.nn.transformer_lm import TransformerLM
+from seqbench.nn.transformer_seq2seq import TransformerSeq2Seq
 
 
 class TransformerModel(WindowedLM):
@@ -46,6 +53,9 @@ class TransformerModel(WindowedLM):
         compile: bool = False,
         causal: bool | None = None,
         pooling: Literal["last", "mean", "max"] = "mean",
+        n_dec_layer: int | None = None,
+        share_embeddings: bool = False,
+        label_smoothing: float = 0.0,
     ) -> None:
         super().__init__(spec, optimizer, scheduler, scheduler_interval, scheduler_monitor)
         self.save_hyperparameters(ignore=["spec", "optimizer", "scheduler"])
@@ -54,6 +64,32 @@ class TransformerModel(WindowedLM):
                               "see the token it must predict; use it for classification or tagging.")
         self.causal = spec.task == "lm" if causal is None else causal
         self.pooling = pooling
+        self.label_smoothing = label_smoothing  # read by the translation task's training loss
+        if spec.task == "translation":
+            if share_embeddings and not (spec.extras or {}).get("joint_vocab"):
+                raise ConfigError("model.share_embeddings=true needs one vocabulary for both languages: "
+                                  "set data.joint_vocab=true (or model.share_embeddings=false).")
+            net = TransformerSeq2Seq(spec.src_vocab_size, spec.tgt_vocab_size, max(context, spec.max_len or 0),
+                                     n_layer, n_dec_layer, n_head, d_model, d_ff, dropout, norm_first, positions,
+                                     share_embeddings, tie_weights, attn_impl, bias)
+            self.attach(net, context, compile, d_model)
+            return
         context = self.sequence_context(context)
         self.attach(TransformerLM(spec.vocab_size, context, n_layer, n_head, d_model, d_ff, dropout, norm_first,
                                   positions, tie_weights, attn_impl, bias, spec.input_dim), context, compile, d_model)
+
+    # -- translation: teacher forcing, and the decoding interface of seqbench.nn.decoding ---------
+    def translate_logits(self, batch: dict) -> torch.Tensor:
+        return self.net(batch["src"], batch["src_lengths"], batch["tgt_in"])  # (B, T, V)
+
+    def encode(self, batch: dict) -> dict:
+        return self.net.encode(batch["src"], batch["src_lengths"])
+
+    def decode_step(self, memory: dict, tokens: torch.Tensor, state: None):
+        """Re-reads the whole prefix (no key/value cache: simple, and cheap at caption lengths)."""
+        return self.net.decode(memory, tokens)[:, -1], None  # (B, V)
+
+    def alignments(self, batch: dict) -> torch.Tensor:
+        """Cross-attention weights (B, layers x heads, T, S) of the decoder reading `batch["tgt_in"]`."""
+        maps = self.net.cross_attention_weights(batch["src"], batch["src_lengths"], batch["tgt_in"])
+        return maps.flatten(1, 2)  # (B, L, nh, T, S) -> (B, L * nh, T, S)

@@ -16,7 +16,7 @@ import torch.nn.functional as F
 
 from seqbench.data.streams import IGNORE_INDEX
 from seqbench.metrics.spans import SpanF1
-from seqbench.tasks.classification import Classification
+from seqbench.tasks.classification import Classification, with_auxiliary
 
 
 class Tagging(Classification):
@@ -58,6 +58,7 @@ class Tagging(Classification):
         if self.spans and stage != "train":  # chunking is Python per sentence: evaluation only
             self.metric(stage, "spans").update(predictions.detach(), tags)
         self.metric(stage, "loss").update(loss.detach(), weight=(tags != IGNORE_INDEX).sum())
+        loss = with_auxiliary(model, loss, stage)
         if stage == "train":
             model.log("train/loss", loss, prog_bar=True)
         return loss

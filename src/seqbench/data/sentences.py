@@ -72,15 +72,8 @@ class SentenceDataModule(L.LightningDataModule):
     def folder(self) -> Path:
         return self.data_dir / self.corpus
 
-    # -- what a corpus provides -----------------------------------------------------------------
-    def read_splits(self) -> dict[str, list[tuple[list[str], object]]]:
-        """train/valid/test examples; subclasses locate, verify and parse their files."""
-        raise NotImplementedError  # abstract: every corpus module implements it
-
-    def label_names(self) -> list[str]:
-        """Class (or tag) names, index = id; subclasses with string labels override."""
-        raise NotImplementedError  # abstract: every corpus module implements it
-
+    # -- what a corpus provides: `read_splits()` (train/valid/test examples, after locating and
+    # verifying its files) and `label_names()` (class or tag names, index = id) --------------------
     def label_ids(self, label) -> object:
         return label
 

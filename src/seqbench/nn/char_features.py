@@ -21,9 +21,11 @@ class CharCNN(nn.Module):
     def forward(self, chars: Tensor) -> Tensor:
         """chars (B, T, W) ids -> (B, T, channels); padding characters never win the max."""
         B, T, W = chars.shape
-        x = self.embed(chars.reshape(B * T, W)).transpose(1, 2)  # (B*T, W) -> (B*T, E, W)
+        pad = chars.reshape(B * T, 1, W) == self.padding_idx  # (B*T, 1, W)
+        # padding characters read as the conv's own zero padding, whatever the table's pad row holds
+        # (a model-wide uniform init overwrites it), so a word's features do not depend on the batch
+        x = self.embed(chars.reshape(B * T, W)).transpose(1, 2).masked_fill(pad, 0.0)  # (B*T, E, W)
         h = self.conv(x)  # (B*T, C, W)
-        pad = (chars.reshape(B * T, 1, W) == self.padding_idx)  # (B*T, 1, W)
         h = h.masked_fill(pad, float("-inf")).amax(dim=2)  # (B*T, C)
         h = torch.where(torch.isinf(h), torch.zeros_like(h), h)  # a padding word (all pads) -> 0
         return h.reshape(B, T, -1)  # (B, T, C)

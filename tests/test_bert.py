@@ -104,3 +104,27 @@ def test_pretrained_errors_are_one_sentence(tmp_path):
     spec = TaskSpec(task="mlm", vocab_size=tokenizer.get_vocab_size(), num_classes=2, max_len=32, tokenizer=tokenizer)
     with pytest.raises(ConfigError, match="another tokenizer"):
         BertModel(spec, OPT, **TINY, pretrained=str(path))
+
+
+def test_pretraining_step_scores_masked_positions_only():
+    from seqbench.tasks.mlm import MaskedLMPretraining
+
+    tokenizer = train_wordpiece(SENTENCES, vocab_size=60)
+    V = tokenizer.get_vocab_size()
+    model = BertModel(TaskSpec(task="mlm", vocab_size=V, num_classes=2, max_len=32, tokenizer=tokenizer), OPT,
+                      **TINY).eval()
+    model.log = lambda *a, **k: None
+    ids = torch.randint(len(SPECIALS), V, (3, 9))
+    labels = torch.full((3, 9), IGNORE_INDEX)
+    labels[0, 2], labels[2, 5], labels[2, 7] = 11, 12, 13
+    batch = {"input": ids, "segments": torch.zeros_like(ids), "lengths": torch.tensor([9, 9, 9]),
+             "mlm_labels": labels, "nsp_label": torch.tensor([0, 1, 1])}
+    mlm, nsp = model.pretrain_logits(batch)
+    assert mlm.shape == (3, V) and nsp.shape == (3, 2)
+    states = model.backbone(ids, batch["segments"], batch["lengths"])
+    full, _ = model.heads(states, model.backbone.pool(states))  # every position: (3, 9, V)
+    torch.testing.assert_close(mlm, full[labels != IGNORE_INDEX])
+    loss = MaskedLMPretraining(V).step(model, batch, "train")
+    expected = torch.nn.functional.cross_entropy(mlm, torch.tensor([11, 12, 13])) + \
+        torch.nn.functional.cross_entropy(nsp, batch["nsp_label"])
+    torch.testing.assert_close(loss, expected)

@@ -25,6 +25,7 @@ from torch import nn
 
 from seqbench.data.pretrain_text import PAD_ID, train_wordpiece
 from seqbench.data.spec import TaskSpec
+from seqbench.data.streams import IGNORE_INDEX
 from seqbench.errors import ConfigError
 from seqbench.models.base import SeqModel
 from seqbench.models.pretrained import KEY, load_pretrained, same_vocab, sub_state
@@ -72,8 +73,11 @@ class BertModel(SeqModel):
 
     # -- mlm ------------------------------------------------------------------------------------------
     def pretrain_logits(self, batch: dict) -> tuple[torch.Tensor, torch.Tensor]:
+        """MLM logits at the masked positions only (N, V), row-major, and NSP logits (B, 2): the
+        decoder over the vocabulary is the costliest layer, and 85% of its outputs would be unscored."""
         states = self.backbone(batch["input"], batch["segments"], batch["lengths"])  # (B, T, C)
-        return self.heads(states, self.backbone.pool(states))  # (B, T, V), (B, 2)
+        masked = states[batch["mlm_labels"] != IGNORE_INDEX]  # (N, C)
+        return self.heads(masked, self.backbone.pool(states))  # (N, V), (B, 2)
 
     # -- fine-tuning ------------------------------------------------------------------------------
     def pieces(self, words: list[list[str]], device) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:

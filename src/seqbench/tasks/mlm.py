@@ -3,7 +3,8 @@
 Batches are dicts with `input` (B, T) pieces with masks applied, `segments` (B, T), `lengths` (B,),
 `mlm_labels` (B, T) (the original piece at the masked positions, IGNORE_INDEX elsewhere) and
 `nsp_label` (B,) (1 = B follows A). A family supports the task by implementing
-`pretrain_logits(batch) -> (mlm (B, T, V), nsp (B, 2))`. The loss is the sum of the two
+`pretrain_logits(batch) -> (mlm (N, V), nsp (B, 2))`, the MLM logits at the N masked positions
+(`mlm_labels != IGNORE_INDEX`, in row-major order: the unmasked ones are never scored). The loss is the sum of the two
 cross-entropies, as in the paper; MLM accuracy counts masked positions only, NSP accuracy pairs.
 """
 
@@ -43,13 +44,13 @@ class MaskedLMPretraining(nn.Module):
         return int(batch["lengths"].sum())
 
     def step(self, model, batch: dict, stage: str) -> torch.Tensor:
-        mlm, nsp = model.pretrain_logits(batch)  # (B, T, V), (B, 2)
-        labels = batch["mlm_labels"]
-        mlm_loss = F.cross_entropy(mlm.flatten(0, 1).float(), labels.flatten(), ignore_index=IGNORE_INDEX)
+        mlm, nsp = model.pretrain_logits(batch)  # (N, V), (B, 2)
+        masked = batch["mlm_labels"] != IGNORE_INDEX
+        targets = batch["mlm_labels"][masked]  # (N,)
+        mlm_loss = F.cross_entropy(mlm.float(), targets)
         nsp_loss = F.cross_entropy(nsp.float(), batch["nsp_label"])
         loss = mlm_loss + nsp_loss
-        masked = labels != IGNORE_INDEX
-        self.metric(stage, "mlm_acc").update(mlm[masked].detach(), labels[masked])
+        self.metric(stage, "mlm_acc").update(mlm.detach(), targets)
         self.metric(stage, "nsp_acc").update(nsp.detach(), batch["nsp_label"])
         for name, value, weight in (("loss", loss, 1), ("mlm_loss", mlm_loss, masked.sum()), ("nsp_loss", nsp_loss, 1)):
             self.metric(stage, name).update(value.detach(), weight=weight)

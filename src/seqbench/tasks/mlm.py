@@ -4,8 +4,9 @@ Batches are dicts with `input` (B, T) pieces with masks applied, `segments` (B, 
 `mlm_labels` (B, T) (the original piece at the masked positions, IGNORE_INDEX elsewhere) and
 `nsp_label` (B,) (1 = B follows A). A family supports the task by implementing
 `pretrain_logits(batch) -> (mlm (N, V), nsp (B, 2))`, the MLM logits at the N masked positions
-(`mlm_labels != IGNORE_INDEX`, in row-major order: the unmasked ones are never scored). The loss is the sum of the two
-cross-entropies, as in the paper; MLM accuracy counts masked positions only, NSP accuracy pairs.
+(`mlm_labels != IGNORE_INDEX`, in row-major order: the unmasked ones are never scored). The loss is
+the sum of the two cross-entropies, as in the paper; MLM accuracy counts masked positions only, NSP
+accuracy pairs.
 """
 
 from __future__ import annotations

@@ -21,3 +21,7 @@ class ChecksumError(UserError):
 
 class ConfigError(UserError):
     """A config value is unknown, of the wrong type, or incompatible with another one."""
+
+
+class DataFormatError(UserError):
+    """A corpus file is readable but a line does not have the format the corpus promises."""

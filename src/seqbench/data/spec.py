@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-TASKS = ("lm", "translation", "classification", "tagging", "image", "regression")
+TASKS = ("lm", "translation", "classification", "tagging", "image", "regression", "mlm")
 
 
 @dataclass

@@ -12,17 +12,38 @@ loss is computed in float32 by the task), and `model.compile=true` compiles the 
 On `classification`, `regression` and `tagging` (SST-2, the synthetic probes) it reads the whole
 sequence left to right and a linear head reads the last real token's state (`model.pooling=last`,
 the GPT paper's choice) or every state (tagging); `models/windowed.py` has the details.
+
+Fine-tuning a pre-trained LM (Radford et al. 2018, §3.2-3.3), `model.pretrained=<ckpt of an lm run>`:
+the network and its word vocabulary come from the checkpoint (the sizes in this config are ignored),
+the embedding table grows by three learned tokens, and the model maps the data's words onto the LM's
+vocabulary itself (the paper's input transformation; unknown words become `<unk>`):
+
+    classification   <start> w1 w2 ... wn <extract>   -> linear head on the <extract> state
+    tagging          <start> w1 w2 ... wn              -> linear head on each word's state
+
+(`<delim>` separates the two texts of a pair task; SST-2 and CoNLL have one text.) With
+`model.aux_lm_weight=λ > 0` the task adds λ·L1, the LM loss on the fine-tuning text, to its own loss
+L2 (L3 = L2 + λ·L1, §3.2); both terms are logged (`train/task_loss`, `train/aux_lm_loss`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import asdict
 from typing import Literal
 
+import torch
+import torch.nn.functional as F
+from torch import nn
 
 from seqbench.data.spec import TaskSpec
+from seqbench.data.streams import IGNORE_INDEX
+from seqbench.errors import ConfigError
+from seqbench.models.pretrained import KEY, load_pretrained, sub_state
 from seqbench.models.windowed import WindowedLM
 from seqbench.nn.gpt import GPT, GPTConfig
+
+ADDED = ("<start>", "<delim>", "<extract>")
 
 
 class GPTModel(WindowedLM):
@@ -42,14 +63,92 @@ class GPTModel(WindowedLM):
         attn_impl: Literal["sdpa", "reference"] = "sdpa",
         compile: bool = False,
         pooling: Literal["last", "mean", "max"] = "last",
+        pretrained: str | None = None,
+        aux_lm_weight: float = 0.0,
     ) -> None:
         super().__init__(spec, optimizer, scheduler, scheduler_interval, scheduler_monitor)
         self.save_hyperparameters(ignore=["spec", "optimizer", "scheduler"])
         self.pooling = pooling
-        context = self.sequence_context(context)
-        net = GPT(GPTConfig(spec.vocab_size, context, n_layer, n_head, d_model, dropout, bias, attn_impl,
-                            spec.input_dim))
-        self.attach(net, context, compile, d_model)
+        self.aux_lm_weight = aux_lm_weight
+        self._aux: torch.Tensor | None = None
+        self.itos: list[str] | None = None  # the pre-trained LM's words, when fine-tuning one
+        if pretrained is None:
+            context = self.sequence_context(context)
+            net = GPT(GPTConfig(spec.vocab_size, context, n_layer, n_head, d_model, dropout, bias, attn_impl,
+                                spec.input_dim))
+            self.attach(net, context, compile, d_model)
+            return
+        ckpt = load_pretrained(pretrained, "gpt")
+        info = ckpt[KEY]
+        if info["level"] != "word":
+            raise ConfigError(f"model.pretrained={pretrained} was pre-trained on characters; fine-tuning reads "
+                              f"words: pre-train on a word-level corpus (data=ptb or wikitext2).")
+        if spec.task == "lm":
+            raise ConfigError("model.pretrained loads a GPT to fine-tune it on a sequence task; to continue "
+                              "language-model training use ckpt_path=<ckpt>.")
+        cfg = GPTConfig(**{**info["config"], "dropout": dropout})
+        if spec.max_len and spec.max_len + 2 > cfg.context:
+            raise ConfigError(f"the data's longest sequence ({spec.max_len} words + 2 added tokens) is longer than "
+                              f"the pre-trained context ({cfg.context}); pre-train with a longer model.context.")
+        self.itos = list(info["itos"]) + list(ADDED)
+        self.stoi = {w: i for i, w in enumerate(self.itos)}
+        old = sub_state(ckpt, "net")
+        net = GPT(GPTConfig(**{**asdict(cfg), "vocab_size": len(self.itos)}))
+        emb = net.tok_emb.weight.detach().clone()
+        emb[: old["tok_emb.weight"].size(0)] = old["tok_emb.weight"]  # new rows keep their N(0, 0.02) init
+        old["tok_emb.weight"] = old["lm_head.weight"] = emb
+        net.load_state_dict(old)
+        self.attach(net, cfg.context, compile, cfg.d_model)
 
     def flops_per_token(self) -> float:
         return self.net.flops_per_token(self.context)
+
+    # -- fine-tuning a pre-trained LM ---------------------------------------------------------------
+    def transform(self, words: list[list[str]], extract: bool, device) -> tuple[torch.Tensor, torch.Tensor]:
+        """Words -> <start> ids [<extract>] (B, P) padded with <unk>-free zeros, and lengths (B,)."""
+        unk = self.stoi.get("<unk>", 0)
+        rows = [[self.stoi["<start>"]] + [self.stoi.get(w, self.stoi.get(w.lower(), unk)) for w in sentence]
+                + ([self.stoi["<extract>"]] if extract else []) for sentence in words]
+        ids = torch.zeros(len(rows), max(map(len, rows)), dtype=torch.long)
+        for b, row in enumerate(rows):
+            ids[b, : len(row)] = torch.tensor(row)
+        return ids.to(device), torch.tensor([len(r) for r in rows], device=device)
+
+    def aux_lm(self, states: torch.Tensor, ids: torch.Tensor, lengths: torch.Tensor, text_end: int) -> None:
+        """L1 on the fine-tuning text: predict w_{t+1} from the state at t, over the words only."""
+        if self.aux_lm_weight <= 0 or not self.training:
+            return
+        targets = ids[:, 1:].clone()  # (B, P-1): position t predicts token t+1 (<start> predicts w1)
+        n_words = (lengths - 1 - text_end)[:, None]  # (B, 1)
+        targets[torch.arange(targets.size(1), device=ids.device)[None, :] >= n_words] = IGNORE_INDEX  # not text
+        logits = self.net.lm_head(states[:, :-1])  # (B, P-1, V)
+        self._aux = F.cross_entropy(logits.flatten(0, 1).float(), targets.flatten(), ignore_index=IGNORE_INDEX)
+
+    def auxiliary_loss(self) -> tuple[torch.Tensor, float] | None:
+        """(L1, λ) of the last step, taken once by the task; None when there is no auxiliary loss."""
+        aux, self._aux = self._aux, None
+        return None if aux is None else (aux, self.aux_lm_weight)
+
+    def classify(self, batch: dict) -> torch.Tensor:
+        if self.itos is None:
+            return super().classify(batch)
+        ids, lengths = self.transform(batch["words"], True, batch["label"].device)
+        states = self.net.features(ids)  # (B, P, C)
+        self.aux_lm(states, ids, lengths, text_end=1)
+        return self.head(states[torch.arange(ids.size(0), device=ids.device), lengths - 1])  # <extract>: (B, K)
+
+    def tag(self, batch: dict) -> torch.Tensor:
+        if self.itos is None:
+            return super().tag(batch)
+        ids, lengths = self.transform(batch["words"], False, batch["tags"].device)
+        states = self.net.features(ids)  # (B, 1 + T, C)
+        self.aux_lm(states, ids, lengths, text_end=0)
+        return self.head(states[:, 1: batch["tags"].size(1) + 1])  # each word's own state: (B, T, K)
+
+    # -- checkpoints carry what a fine-tuning run needs -------------------------------------------
+    def on_save_checkpoint(self, checkpoint: dict) -> None:
+        super().on_save_checkpoint(checkpoint)
+        tokenizer = self.spec.tokenizer
+        if self.spec.task == "lm" and getattr(tokenizer, "vocab", None) is not None:  # an LM: a backbone to reuse
+            checkpoint[KEY] = {"family": "gpt", "config": asdict(self.net.cfg), "itos": list(tokenizer.vocab.itos),
+                               "level": getattr(tokenizer, "level", "word")}

@@ -2,7 +2,10 @@
 
 The task decides the network: on `lm` a `RecurrentLM`; on `classification`, `tagging` and
 `regression` a `RecurrentEncoder` (optionally bidirectional) with a linear head on its pooled
-summary (classification, regression) or on every position (tagging).
+summary (classification, regression) or on every position (tagging). On tagging, `crf=true` puts a
+linear-chain CRF (`seqbench.nn.crf`) on the per-token scores: trained by its sentence likelihood,
+decoded by Viterbi. `char_features=N` adds N character-CNN features to every word's embedding
+(`seqbench.nn.char_features`; the data must serve `chars`, as the sentence corpora do).
 
 On `lm` it is a stateful language model trained with truncated BPTT (Lightning's LSTM demo, the
 word_language_model example): the hidden state lives on the module, is detached after every window
@@ -28,6 +31,8 @@ from torch import nn
 from seqbench.data.spec import TaskSpec
 from seqbench.errors import ConfigError
 from seqbench.models.base import SeqModel
+from seqbench.nn.char_features import CharCNN
+from seqbench.nn.crf import CRF
 from seqbench.nn.recurrent_encoder import RecurrentEncoder
 from seqbench.nn.recurrent_lm import RecurrentLM, detach_state, map_state
 from seqbench.nn.seq2seq import RecurrentSeq2Seq
@@ -62,6 +67,9 @@ class RecurrentModel(SeqModel):
         input_feeding: bool = False,
         reverse_source: bool = False,
         teacher_forcing: float = 1.0,
+        crf: bool = False,
+        char_features: int = 0,
+        char_embedding_size: int = 25,
     ) -> None:
         super().__init__(spec, optimizer, scheduler, scheduler_interval, scheduler_monitor)
         self.save_hyperparameters(ignore=["spec", "optimizer", "scheduler"])
@@ -86,18 +94,37 @@ class RecurrentModel(SeqModel):
                 for p in self.parameters():
                     nn.init.uniform_(p, -init_range, init_range)
             return
-        self.encoder = RecurrentEncoder(cell, hidden_size, num_layers, dropout, bidirectional, spec.vocab_size,
-                                        spec.input_dim, embedding_size, spec.pad_id, nonlinearity, impl)
+        if crf and spec.task != "tagging":
+            raise ConfigError(f"model.crf=true scores tag sequences; the data poses {spec.task!r}, not tagging.")
+        vocab_size, input_dim = spec.vocab_size, spec.input_dim
+        self.word_embed = self.char_cnn = None
+        if char_features:
+            char_vocab = (spec.extras or {}).get("char_vocab_size")
+            if spec.vocab_size is None or not char_vocab:
+                raise ConfigError("model.char_features needs words with their characters; this data serves "
+                                  "none (use a sentence corpus such as data=conll2003 or data=sst2).")
+            self.word_embed = nn.Embedding(spec.vocab_size, embedding_size, padding_idx=spec.pad_id)
+            self.char_cnn = CharCNN(char_vocab, char_embedding_size, char_features)
+            vocab_size, input_dim = None, embedding_size + char_features  # the encoder reads the features
+        self.encoder = RecurrentEncoder(cell, hidden_size, num_layers, dropout, bidirectional, vocab_size,
+                                        input_dim, embedding_size, spec.pad_id, nonlinearity, impl)
         self.output_dropout = nn.Dropout(dropout if output_dropout is None else output_dropout)
         outputs = 1 if spec.task == "regression" else spec.num_classes
         self.head = nn.Linear(self.encoder.output_size, outputs)
+        self.crf = CRF(spec.num_classes) if crf else None
         if init_range:
             for p in self.parameters():
                 nn.init.uniform_(p, -init_range, init_range)
 
     # -- classification, regression, tagging -----------------------------------------------------
+    def encoder_input(self, batch: dict) -> torch.Tensor:
+        """Token ids (B, T), or with character features the word vectors (B, T, E + C)."""
+        if self.char_cnn is None:
+            return batch["input"]
+        return torch.cat([self.word_embed(batch["input"]), self.char_cnn(batch["chars"])], dim=-1)
+
     def classify(self, batch: dict) -> torch.Tensor:
-        summary = self.encoder.summary(batch["input"], batch.get("lengths"), self.pooling)  # (B, D)
+        summary = self.encoder.summary(self.encoder_input(batch), batch.get("lengths"), self.pooling)  # (B, D)
         return self.head(self.output_dropout(summary))  # (B, C)
 
     def classify_image(self, batch: dict) -> torch.Tensor:
@@ -111,7 +138,7 @@ class RecurrentModel(SeqModel):
         return self.classify(batch).squeeze(-1)  # (B,)
 
     def tag(self, batch: dict) -> torch.Tensor:
-        states, _ = self.encoder(batch["input"], batch.get("lengths"))  # (B, T, D)
+        states, _ = self.encoder(self.encoder_input(batch), batch.get("lengths"))  # (B, T, D)
         return self.head(self.output_dropout(states))  # (B, T, K)
 
     # -- translation: teacher forcing, and the decoding interface of seqbench.nn.decoding ---------

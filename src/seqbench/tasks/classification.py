@@ -17,6 +17,20 @@ from torchmetrics.classification import MulticlassAccuracy
 STAGES = ("train", "val", "test")
 
 
+def with_auxiliary(model, loss: torch.Tensor, stage: str) -> torch.Tensor:
+    """L2 + λ·L1 when the family computed an auxiliary loss in this step (GPT fine-tuning's LM loss,
+    Radford et al. 2018 §3.2); the metrics and `val/loss` stay the task's own L2."""
+    take = getattr(model, "auxiliary_loss", None)
+    aux = take() if callable(take) else None
+    if aux is None:
+        return loss
+    value, weight = aux
+    if stage == "train":
+        model.log("train/task_loss", loss)
+        model.log("train/aux_lm_loss", value)
+    return loss + weight * value
+
+
 class Classification(nn.Module):
     name = "classification"
     method = "classify"
@@ -45,6 +59,7 @@ class Classification(nn.Module):
         loss = F.cross_entropy(logits.float(), labels)
         self.metric(stage, "acc").update(logits.detach(), labels)
         self.metric(stage, "loss").update(loss.detach(), weight=labels.numel())
+        loss = with_auxiliary(model, loss, stage)
         if stage == "train":
             model.log("train/loss", loss, prog_bar=True)
         return loss

@@ -4,8 +4,9 @@ Batches are dicts with `input` (B, T), `lengths` (B,) and `tags` (B, T), where p
 not scored (padding, a probe's filler) hold `IGNORE_INDEX`. A family supports the task by
 implementing `tag(batch) -> emissions (B, T, K)`; a family whose `crf` attribute is set is scored
 with that CRF's negative log-likelihood and decoded with its Viterbi path instead of per-position
-argmax. Token accuracy is computed here; span-level F1 for entity tags is added by
-`seqbench.metrics.spans` when the data declares a tag scheme.
+argmax. Token accuracy is computed here; when the data declares a tag scheme (`spec.extras`
+holds `tag_scheme` and `tag_names`, as CoNLL-2003's NER labels do) entity-level precision, recall and
+F1 are added, scored like conlleval by `seqbench.metrics.spans.SpanF1` (`val/f1`, `test/f1`).
 """
 
 from __future__ import annotations
@@ -14,7 +15,8 @@ import torch
 import torch.nn.functional as F
 
 from seqbench.data.streams import IGNORE_INDEX
-from seqbench.tasks.classification import Classification
+from seqbench.metrics.spans import SpanF1
+from seqbench.tasks.classification import Classification, with_auxiliary
 
 
 class Tagging(Classification):
@@ -24,8 +26,17 @@ class Tagging(Classification):
     name = "tagging"
     method = "tag"
 
-    def __init__(self, num_classes: int) -> None:
+    @classmethod
+    def from_spec(cls, spec):
+        extras = spec.extras or {}
+        return cls(spec.num_classes, extras.get("tag_names") if extras.get("tag_scheme") else None)
+
+    def __init__(self, num_classes: int, tag_names: list[str] | None = None) -> None:
         super().__init__(num_classes, ignore_index=IGNORE_INDEX)
+        self.spans = tag_names is not None
+        if self.spans:
+            for stage in ("train", "val", "test"):
+                setattr(self, f"{stage}_spans", SpanF1(tag_names, IGNORE_INDEX))
 
     def count_tokens(self, batch: dict) -> int:
         return int((batch["tags"] != IGNORE_INDEX).sum())
@@ -44,7 +55,21 @@ class Tagging(Classification):
         loss, predictions = self.loss_and_predictions(model, batch)
         tags = batch["tags"]
         self.metric(stage, "acc").update(predictions.detach(), tags)
+        if self.spans and stage != "train":  # chunking is Python per sentence: evaluation only
+            self.metric(stage, "spans").update(predictions.detach(), tags)
         self.metric(stage, "loss").update(loss.detach(), weight=(tags != IGNORE_INDEX).sum())
+        loss = with_auxiliary(model, loss, stage)
         if stage == "train":
             model.log("train/loss", loss, prog_bar=True)
         return loss
+
+    def reset(self, stage: str) -> None:
+        super().reset(stage)
+        if self.spans:
+            self.metric(stage, "spans").reset()
+
+    def epoch_end(self, model, stage: str) -> None:
+        if self.spans and self.metric(stage, "spans").update_count:
+            for name, value in self.metric(stage, "spans").compute().items():
+                model.log(f"{stage}/{name}", value, sync_dist=True, prog_bar=stage == "val" and name == "f1")
+        super().epoch_end(model, stage)

@@ -1,0 +1,42 @@
+"""Loading a pre-trained backbone: `model.pretrained=<ckpt>` for the families that pre-train.
+
+A pre-training run stores, next to Lightning's `state_dict`, what a fine-tuning run needs to rebuild
+the same backbone: `checkpoint["seqbench_pretrained"] = {"family", "config", "tokenizer"}` (the
+tokenizer as its JSON string). A wrong path, a checkpoint of another family, or one whose tokenizer
+is not the data's ends in one sentence before training.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import torch
+
+from seqbench.errors import ConfigError
+
+KEY = "seqbench_pretrained"
+
+
+def load_pretrained(path: str, family: str) -> dict:
+    p = Path(path).expanduser()
+    if not p.is_file():
+        raise ConfigError(f"model.pretrained={path} does not exist (looked from {os.getcwd()}); give the .ckpt of "
+                          f"a pre-training run, e.g. outputs/runs/<run>/checkpoints/last.ckpt.")
+    ckpt = torch.load(p, map_location="cpu", weights_only=False)
+    info = ckpt.get(KEY) if isinstance(ckpt, dict) else None
+    if not info or info.get("family") != family:
+        found = info.get("family") if info else "no pre-trained"
+        raise ConfigError(f"model.pretrained={path} holds a {found} backbone, not a {family} one; pre-train "
+                          f"with model={family} first (or pick that run's checkpoint).")
+    return ckpt
+
+
+def sub_state(ckpt: dict, prefix: str) -> dict:
+    """The entries of the checkpoint's state_dict under `prefix.`, with the prefix removed."""
+    return {k[len(prefix) + 1:]: v for k, v in ckpt["state_dict"].items() if k.startswith(prefix + ".")}
+
+
+def same_vocab(a, b) -> bool:
+    """Two tokenizers map every piece to the same id (HF tokenizers' get_vocab)."""
+    return a.get_vocab() == b.get_vocab()

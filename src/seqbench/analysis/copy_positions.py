@@ -42,7 +42,7 @@ def main(argv: list[str] | None = None) -> dict:
 
     parser = argparse.ArgumentParser(prog="python -m seqbench.analysis.copy_positions",
                                      description=__doc__.split("\n\n")[0])
-    parser.add_argument("runs", type=Path, help="a long_range multirun directory")
+    parser.add_argument("runs", type=Path, nargs="+", help="long_range multirun directories")
     parser.add_argument("--T", type=int, required=True)
     parser.add_argument("--families", nargs="+", default=list(FAMILIES), choices=FAMILIES)
     args = parser.parse_args(argv)

@@ -104,12 +104,15 @@ def plot(rows: list[dict], path: Path, title: str) -> Path:
 
     key, base_key = score_key(rows)
     fig, ax = plt.subplots(figsize=(6.5, 4))
-    for family in _families(rows):
+    markers = "osD^v<>"
+    for i, family in enumerate(_families(rows)):
         points = sorted((r["T"], r[key]) for r in rows
                         if r["family"] == family and r["T"] is not None and r[key] is not None)
         if points:
             xs, ys = zip(*points)
-            ax.plot(xs, ys, marker="o", label=family)
+            # families often coincide (at 1.0, at the baseline): later ones thinner, dashed, so all stay visible
+            ax.plot(xs, ys, marker=markers[i % len(markers)], markersize=8 - i, linewidth=3 - 0.4 * i,
+                    linestyle="-" if i % 2 == 0 else "--", label=family)
     baselines = sorted({r[base_key] for r in rows if r[base_key] is not None})
     if baselines:
         ax.axhline(baselines[0], color="black", linestyle="--", linewidth=1, label="trivial baseline")

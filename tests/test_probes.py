@@ -182,3 +182,21 @@ def test_the_other_probes_train_through_their_task_contracts(data, family, metri
     assert metrics["status"] == "completed" and metrics[metric] is not None
     expected = probes.adding_baseline() if data == "adding" else probes.recall_baseline(8)
     assert metrics["val/baseline_loss"] == pytest.approx(expected["loss"])
+
+
+def test_scrambled_symbols_control_separates_memory_from_chance():
+    from seqbench.analysis.copy_positions import answer_accuracy
+
+    class Oracle(torch.nn.Module):
+        """Copies the symbols it reads: perfect on real inputs, chance when they are scrambled."""
+
+        def tag(self, batch):
+            x = batch["input"]
+            emissions = torch.zeros(*x.shape, 10)
+            emissions[:, -3:] = F.one_hot(x[:, :3], 10).float()
+            return emissions
+
+    batch = probes.copy_memory(2000, 5, num_symbols=8, copy_length=3, generator=gen())
+    acc = answer_accuracy(Oracle(), batch, num_symbols=8, copy_length=3)
+    assert acc["real"].shape == (3,) and (acc["real"] == 1).all()
+    assert (acc["scrambled"] - 1 / 8).abs().max() < 0.03

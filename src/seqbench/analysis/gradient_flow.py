@@ -1,7 +1,7 @@
 """Gradient flow: how much the loss at one position is moved by the input `d` steps before it.
 
     python -m seqbench.analysis.gradient_flow --T 200 --out experiments/figures/gradients
-    python -m seqbench.analysis.gradient_flow --runs outputs/multiruns/<time> --T 200 --out ...  # trained
+    python -m seqbench.analysis.gradient_flow --runs outputs/multiruns/<time> [...] --T 200 --out ...  # trained
 
 The vanishing-gradient claim (Hochreiter 1991; Bengio et al. 1994; Pascanu et al. 2013) made
 visible. For a batch of copy-memory examples the loss is taken at the last position only (an answer
@@ -132,14 +132,15 @@ def _compose(overrides: list[str]):
     return cfg
 
 
-def trained_checkpoints(runs: Path, T: int) -> dict[str, Path]:
-    """{family: best checkpoint} of the finished jobs of a long_range sweep at gap T."""
+def trained_checkpoints(runs: Path | list[Path], T: int) -> dict[str, Path]:
+    """{family: best checkpoint} of the finished jobs of long_range sweeps (one dir or several) at gap T."""
     import json
 
     from seqbench.report import family_of
 
     found = {}
-    for metrics_path in sorted(runs.glob("**/metrics.json")):
+    roots = [runs] if isinstance(runs, Path) else runs
+    for metrics_path in sorted(p for root in roots for p in root.glob("**/metrics.json")):
         job = metrics_path.parent
         metrics = json.loads(metrics_path.read_text())
         if metrics.get("status") != "completed" or f"data.T={T}" not in metrics.get("overrides", "").split():
@@ -150,7 +151,7 @@ def trained_checkpoints(runs: Path, T: int) -> dict[str, Path]:
     return found
 
 
-def measure(families: list[str], T: int, n: int = 64, seed: int = 0, runs: Path | None = None,
+def measure(families: list[str], T: int, n: int = 64, seed: int = 0, runs: list[Path] | None = None,
             dtype: torch.dtype = torch.float64) -> dict[str, list]:
     """{family: [(distance, norm), ...]} on n fixed copy-memory examples at gap T.
 
@@ -225,7 +226,8 @@ def main(argv: list[str] | None = None) -> dict:
                                      description=__doc__.split("\n\n")[0])
     parser.add_argument("--T", type=int, default=200, help="copy-memory gap")
     parser.add_argument("--families", nargs="+", default=list(FAMILIES), choices=FAMILIES)
-    parser.add_argument("--runs", type=Path, help="a long_range multirun: probe its trained models instead of fresh ones")
+    parser.add_argument("--runs", type=Path, nargs="+",
+                        help="long_range multirun dirs: probe their trained models instead of fresh ones")
     parser.add_argument("--n", type=int, default=64, help="examples averaged over")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--float32", action="store_true", help="probe in float32 (underflows past ~100 steps)")

@@ -65,14 +65,18 @@ def _families(rows: list[dict]) -> list[str]:
     return [f for f in FAMILY_ORDER if f in present] + sorted(present - set(FAMILY_ORDER))
 
 
-def table(rows: list[dict]) -> str:
-    key, base_key = score_key(rows)
+def table(rows: list[dict], key: str | None = None) -> str:
+    """A family x T table of `key` (default: the score), mean over seeds, and the baseline row."""
+    score, base_key = score_key(rows)
+    key = key or score
+    if key == "test_loss":
+        base_key = "baseline_loss"
     gaps = sorted({r["T"] for r in rows if r["T"] is not None})
-    label = "test accuracy" if key == "test_acc" else "test MSE"
+    label = {"test_acc": "test accuracy", "test_mse": "test MSE", "test_loss": "test loss"}[key]
     lines = ["| family (params) | " + " | ".join(f"T = {t}" for t in gaps) + " |",
              "|---" * (len(gaps) + 1) + "|"]
     for family in _families(rows):
-        cells, params = [], None
+        cells, params = [], set()
         for t in gaps:
             hits = [r for r in rows if r["family"] == family and r["T"] == t]
             if not hits:
@@ -82,8 +86,9 @@ def table(rows: list[dict]) -> str:
             else:
                 values = [h[key] for h in hits if h[key] is not None]
                 cells.append(f"{sum(values) / len(values):.3f}" + (f" (n={len(values)})" if len(values) > 1 else ""))
-                params = params or hits[0]["params"]
-        name = f"{family} ({params:,})" if params else family
+                params.update(h["params"] for h in hits if h["params"])
+        sizes = "–".join(f"{p:,}" for p in sorted({min(params), max(params)})) if params else ""
+        name = f"{family} ({sizes})" if sizes else family  # GPT's learned positions grow with T
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
     baselines = {r[base_key] for r in rows if r[base_key] is not None}
     if baselines:
@@ -99,12 +104,15 @@ def plot(rows: list[dict], path: Path, title: str) -> Path:
 
     key, base_key = score_key(rows)
     fig, ax = plt.subplots(figsize=(6.5, 4))
-    for family in _families(rows):
+    markers = "osD^v<>"
+    for i, family in enumerate(_families(rows)):
         points = sorted((r["T"], r[key]) for r in rows
                         if r["family"] == family and r["T"] is not None and r[key] is not None)
         if points:
             xs, ys = zip(*points)
-            ax.plot(xs, ys, marker="o", label=family)
+            # families often coincide (at 1.0, at the baseline): later ones thinner, dashed, so all stay visible
+            ax.plot(xs, ys, marker=markers[i % len(markers)], markersize=8 - i, linewidth=3 - 0.4 * i,
+                    linestyle="-" if i % 2 == 0 else "--", label=family)
     baselines = sorted({r[base_key] for r in rows if r[base_key] is not None})
     if baselines:
         ax.axhline(baselines[0], color="black", linestyle="--", linewidth=1, label="trivial baseline")
@@ -129,6 +137,8 @@ def write_report(dirs: list[Path], out: Path, title: str) -> dict:
     key, _ = score_key(rows)
     png = plot(rows, out / f"long_range_{key.split('_')[1]}.png", title)
     text = table(rows)
+    if key == "test_acc" and any(r["test_loss"] is not None for r in rows):
+        text += "\n\n" + table(rows, "test_loss")
     failed = [r for r in rows if r["status"] != "completed"]
     lines = [f"# {title}", "", text, "", f"![{key}]({png.name})"]
     if failed:

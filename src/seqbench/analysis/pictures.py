@@ -119,7 +119,7 @@ def plot_attention(probs: list[Tensor], path: Path, title: str, example: int = 0
     return path
 
 
-def attention_pictures(runs: Path, T: int, families: list[str], out: Path) -> dict[str, Path]:
+def attention_pictures(runs: Path | list[Path], T: int, families: list[str], out: Path) -> dict[str, Path]:
     from seqbench.analysis.gradient_flow import build_family, trained_checkpoints
 
     checkpoints = trained_checkpoints(runs, T)
@@ -156,7 +156,7 @@ def main(argv: list[str] | None = None) -> dict[str, Path]:
     parser = argparse.ArgumentParser(prog="python -m seqbench.analysis.pictures", description=__doc__.split("\n\n")[0])
     parser.add_argument("what", choices=["positions", "attention"])
     parser.add_argument("--out", type=Path, default=Path("outputs/analysis/pictures"))
-    parser.add_argument("--runs", type=Path, help="attention: a long_range multirun directory")
+    parser.add_argument("--runs", type=Path, nargs="+", help="attention: long_range multirun directories")
     parser.add_argument("--T", type=int, default=50)
     parser.add_argument("--families", nargs="+", default=["transformer", "gpt"])
     parser.add_argument("--wandb", default="auto", choices=["auto", "online", "offline", "disabled"])

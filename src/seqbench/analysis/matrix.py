@@ -1,0 +1,71 @@
+"""The model x data matrix of the README, computed from the code: `python -m seqbench.analysis.matrix`.
+
+A family supports a task exactly when it implements the task's method (`seqbench.tasks`), and a
+DataModule declares the task it poses, so which pairs run is a fact of the code, not of the prose.
+The README's table is this command's output, and `tests/test_matrix.py` checks that they agree, so
+the README cannot claim a pair that fails or miss one that runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from hydra.utils import get_class
+from omegaconf import OmegaConf
+
+CONF = Path(__file__).resolve().parents[3] / "conf"
+
+
+ORDER = ["rnn", "lstm", "gru", "transformer", "gpt", "bert", "t5", "vit", "cnn", "hmm"]  # recurrent, attention, images, statistical
+
+
+def families(conf: Path = CONF) -> dict[str, type]:
+    """Each model yaml that is a family rather than a size preset of one (`gpt_nano` -> `gpt`): a yaml
+    that inherits another model yaml is a preset unless it changes the cell (`rnn`, `gru`)."""
+    out = {}
+    for path in sorted((conf / "model").glob("*.yaml")):
+        cfg = OmegaConf.load(path)
+        inherits = any(isinstance(d, str) and (conf / "model" / f"{d}.yaml").exists() for d in cfg.get("defaults", []))
+        if inherits and "cell" not in cfg:
+            continue
+        target = OmegaConf.to_container(OmegaConf.merge(*_chain(conf, path.stem)))["_target_"]
+        out[path.stem] = get_class(target)
+    return dict(sorted(out.items(), key=lambda kv: (ORDER.index(kv[0]) if kv[0] in ORDER else len(ORDER), kv[0])))
+
+
+def _chain(conf: Path, name: str) -> list:
+    """The yaml of `name` after those it inherits (enough to read `_target_`)."""
+    cfg = OmegaConf.load(conf / "model" / f"{name}.yaml")
+    parents = [d for d in cfg.get("defaults", []) if isinstance(d, str) and (conf / "model" / f"{d}.yaml").exists()]
+    return [c for p in parents for c in _chain(conf, p)] + [OmegaConf.create({k: v for k, v in cfg.items() if k != "defaults"})]
+
+
+def corpora(conf: Path = CONF) -> dict[str, str]:
+    """Each data yaml with the task its DataModule poses."""
+    return {p.stem: get_class(OmegaConf.load(p)._target_).task for p in sorted((conf / "data").glob("*.yaml"))}
+
+
+def markdown(conf: Path = CONF) -> str:
+    models, datas = families(conf), corpora(conf)
+    by_task: dict[str, list[str]] = {}
+    for data, task in datas.items():
+        by_task.setdefault(task, []).append(data)
+    tasks = sorted(by_task)
+    lines = ["| task: data | " + " | ".join(f"`{m}`" for m in models) + " |",
+             "|---|" + "---|" * len(models)]
+    for task in tasks:
+        cells = ["✓" if task in cls.supported_tasks() else "" for cls in models.values()]
+        names = ", ".join(f"`{d}`" for d in by_task[task])
+        lines.append(f"| {task}: {names} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--conf", type=Path, default=CONF)
+    print(markdown(parser.parse_args(argv).conf))
+
+
+if __name__ == "__main__":
+    main()

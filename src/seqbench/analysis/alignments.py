@@ -62,7 +62,8 @@ def alignment_figures(model, datamodule, indices: list[int], out_dir: Path, spli
         layers = getattr(getattr(getattr(model, "net", None), "decoder", None), "blocks", None)
         rows = len(layers) if layers is not None and maps.size(0) % len(layers) == 0 else 1
         cols = maps.size(0) // rows
-        size = 0.16 * max(len(src_labels), len(tgt_labels)) + 0.8  # inches per panel
+        n = max(len(src_labels), len(tgt_labels))
+        size = 0.16 * n + 0.8 if maps.size(0) > 1 else max(4.0, 0.25 * n + 1.2)  # inches per panel
         fig, axes = plt.subplots(rows, cols, figsize=(size * cols, size * rows), squeeze=False)
         for h in range(maps.size(0)):
             ax = axes[h // cols][h % cols]
@@ -71,10 +72,10 @@ def alignment_figures(model, datamodule, indices: list[int], out_dir: Path, spli
             ax.set_yticks(range(len(tgt_labels)), tgt_labels, fontsize=6)
             if maps.size(0) > 1:
                 ax.set_title(f"layer {h // cols + 1} head {h % cols + 1}", fontsize=7)
-        fig.suptitle(f"{split} sentence {index}: {spec.tokenizer.decode(hyp)}", fontsize=8)
+        fig.suptitle(f"{split} sentence {index}:\n{spec.tokenizer.decode(hyp)}", fontsize=8)
         fig.tight_layout()
         path = out_dir / f"alignment_{index}.png"
-        fig.savefig(path, dpi=72)
+        fig.savefig(path, dpi=100 if maps.size(0) == 1 else 72)
         plt.close(fig)
         paths.append(path)
     model.train(was_training)

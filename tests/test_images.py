@@ -270,6 +270,20 @@ def test_rollout_rows_sum_to_one_and_maps_cover_the_patch_grid():
     assert all(m.weights is None and not m.record_weights for m in net.attention_modules())  # switched off again
 
 
+def test_recorded_weights_are_the_ones_the_fused_path_applies():
+    from seqbench.nn.attention import MultiHeadAttention
+
+    torch.manual_seed(0)
+    mha = MultiHeadAttention(16, 4, impl="sdpa").eval()
+    x = torch.randn(2, 5, 16)
+    mha.record_weights = True
+    out = mha(x, causal=True)
+    v = mha.qkv_proj(x)[..., 32:].view(2, 5, 4, 4).transpose(1, 2)  # (B, nh, T, hs)
+    by_hand = mha.out_proj((mha.weights @ v).transpose(1, 2).reshape(2, 5, 16))
+    torch.testing.assert_close(out, by_hand, atol=1e-5, rtol=1e-5)
+    assert torch.equal(mha.weights[0, 0].triu(1), torch.zeros(5, 5))  # the causal mask is in the weights
+
+
 # -- learning: a tiny ViT and a tiny row-LSTM beat 90% on 2,000 MNIST images ------------------------
 def _fit(model, dm, epochs: int) -> float:
     opt = model.optimizer_factory(params=model.parameters())

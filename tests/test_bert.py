@@ -128,3 +128,23 @@ def test_pretraining_step_scores_masked_positions_only():
     expected = torch.nn.functional.cross_entropy(mlm, torch.tensor([11, 12, 13])) + \
         torch.nn.functional.cross_entropy(nsp, batch["nsp_label"])
     torch.testing.assert_close(loss, expected)
+
+
+def test_pretrain_text_serves_pairs_with_masks_from_a_project_corpus():
+    from conftest import DATA_DIR
+    from seqbench.data.pretrain_text import PretrainTextDataModule
+
+    if not (DATA_DIR / "sst2").is_dir():
+        pytest.skip("corpora not present")
+    data = PretrainTextDataModule(str(DATA_DIR), source="sst2", vocab_size=2000, max_len=32, max_pairs=64,
+                                  download=False)
+    data.setup()
+    assert data.spec.task == "mlm" and data.spec.vocab_size <= 2000
+    batch = next(iter(data.train_dataloader()))
+    B, T = batch["input"].shape
+    assert T <= 32 and batch["segments"].shape == (B, T) and set(batch["nsp_label"].tolist()) <= {0, 1}
+    assert (batch["input"][:, 0] == CLS_ID).all()  # [CLS] is never masked
+    picked = batch["mlm_labels"] != IGNORE_INDEX
+    assert picked.any() and (batch["mlm_labels"][picked] >= len(SPECIALS)).all()
+    first = next(iter(data.val_dataloader()))["input"]
+    assert torch.equal(first, next(iter(data.val_dataloader()))["input"])  # evaluation masks are fixed

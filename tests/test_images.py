@@ -14,7 +14,8 @@ import pytest
 import torch
 
 from conftest import DATA_DIR
-from seqbench.analysis.vit_pictures import attention_rollout, cls_rollout_maps, position_similarity, record_attention
+from seqbench.analysis.vit_pictures import (attention_rollout, cls_rollout_maps, position_similarity, record_attention,
+                                            summary)
 from seqbench.config_check import check_config
 from seqbench.data.cifar10 import CIFAR10DataModule, read_cifar10
 from seqbench.data.idx import IDXError, parse_idx, read_idx
@@ -268,6 +269,9 @@ def test_rollout_rows_sum_to_one_and_maps_cover_the_patch_grid():
     assert sim.shape == (4, 4, 4, 4)
     torch.testing.assert_close(sim[1, 2, 1, 2], torch.tensor(1.0))
     assert all(m.weights is None and not m.record_weights for m in net.attention_modules())  # switched off again
+    numbers = summary(net, {"image": x})
+    assert -1 <= numbers["rollout_ink_corr"] <= 1 and 0 < numbers["rollout_cls_self"] < 1
+    assert -1 <= numbers["pos_sim_neighbours"] <= 1
 
 
 def test_recorded_weights_are_the_ones_the_fused_path_applies():

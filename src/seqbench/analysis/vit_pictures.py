@@ -161,6 +161,33 @@ def plot_filters(components: Tensor, path: Path) -> Path:
     return path
 
 
+def summary(net: VisionTransformer, batch: dict) -> dict[str, float]:
+    """Numbers behind the pictures: mean position similarity by relation, and how rollout follows the ink.
+
+    `rollout_ink_corr` is the correlation, over all patches of the batch, between a patch's rollout
+    weight and the fraction of its pixels brighter than the background (the digit's strokes).
+    """
+    sim = position_similarity(net)  # (gh, gw, gh, gw)
+    gh, gw = net.grid
+    r = torch.arange(gh)[:, None, None, None].expand(gh, gw, gh, gw)
+    c = torch.arange(gw)[None, :, None, None].expand(gh, gw, gh, gw)
+    r2 = torch.arange(gh)[None, None, :, None].expand(gh, gw, gh, gw)
+    c2 = torch.arange(gw)[None, None, None, :].expand(gh, gw, gh, gw)
+    other = (r != r2) | (c != c2)
+    maps = cls_rollout_maps(net, batch["image"])  # (B, gh, gw)
+    images = batch["image"]
+    ink = torch.nn.functional.avg_pool2d((images > images.amin(dim=(2, 3), keepdim=True)).float().mean(1, keepdim=True),
+                                         net.patch_size)[:, 0]  # (B, gh, gw): share of non-background pixels
+    return {
+        "pos_sim_same_row": sim[(r == r2) & other].mean().item(),
+        "pos_sim_same_column": sim[(c == c2) & other].mean().item(),
+        "pos_sim_neighbours": sim[(r - r2).abs() + (c - c2).abs() == 1].mean().item(),
+        "pos_sim_rest": sim[(r != r2) & (c != c2)].mean().item(),
+        "rollout_cls_self": (1 - maps.flatten(1).sum(-1)).mean().item(),
+        "rollout_ink_corr": torch.corrcoef(torch.stack([maps.flatten(), ink.flatten()]))[0, 1].item(),
+    }
+
+
 def make_pictures(net: VisionTransformer, batch: dict, out: Path, logger=None) -> list[Path]:
     """Write the three PNGs for one transformed test batch; log them as W&B images when given a run."""
     out.mkdir(parents=True, exist_ok=True)
@@ -187,6 +214,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--data", default="mnist", choices=["mnist", "cifar10"])
     parser.add_argument("--data-dir", default=os.environ.get("SEQBENCH_DATA_DIR", "data"))
     parser.add_argument("--images", type=int, default=8, help="how many test images to show")
+    parser.add_argument("--summary-images", type=int, default=1000, help="test images the printed numbers average over")
     parser.add_argument("--wandb-project", default=None, help="also log the PNGs to this W&B project")
     args = parser.parse_args(argv)
 
@@ -199,6 +227,9 @@ def main(argv: list[str] | None = None) -> None:
     model = ViTModel.load_from_checkpoint(args.ckpt, map_location="cpu", spec=dm.spec, optimizer=None)
     test = dm.splits["test"]
     batch = dm.transform(test.__getitems__(list(range(args.images))), train=False)
+    numbers = dm.transform(test.__getitems__(list(range(min(args.summary_images, len(test))))), train=False)
+    for key, value in summary(model.net, numbers).items():
+        print(f"{key}: {value:.3f}")
     run = None
     if args.wandb_project:
         import wandb

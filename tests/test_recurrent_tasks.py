@@ -104,3 +104,18 @@ def test_tagging_scores_only_real_positions():
     task.epoch_end(logs, "test")
     assert logs.logged["test/acc"] == 1.0
     assert logs.logged["test/loss"] == pytest.approx(-math.log(torch.softmax(emissions[0, 0], 0)[1].item()), rel=1e-3)
+
+
+def test_the_language_model_recipe_on_another_task_is_pointed_out(cfg_factory, caplog):
+    """`model=lstm data=sst2` inherits SGD at lr 20 from the PTB recipe: a warning names the presets."""
+    import logging
+
+    from seqbench.run import build
+
+    with caplog.at_level(logging.WARNING, logger="seqbench.models.recurrent"):
+        build(cfg_factory(["model=lstm", "data=sst2"]))
+    assert "language-model recipe" in caplog.text and "+family=" in caplog.text
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="seqbench.models.recurrent"):
+        build(cfg_factory(["model=lstm", "data=sst2", "model/optimizer=adam"]))
+    assert "language-model recipe" not in caplog.text

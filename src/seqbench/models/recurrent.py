@@ -21,6 +21,7 @@ with `model.bidirectional`, `model.input_feeding` and `model.teacher_forcing` (t
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from typing import Literal
 
@@ -37,6 +38,8 @@ from seqbench.nn.recurrent_encoder import RecurrentEncoder
 from seqbench.nn.recurrent_lm import RecurrentLM, detach_state, map_state
 from seqbench.nn.seq2seq import RecurrentSeq2Seq
 from seqbench.nn.sampling import sample_next
+
+log = logging.getLogger(__name__)
 
 
 class RecurrentModel(SeqModel):
@@ -75,6 +78,8 @@ class RecurrentModel(SeqModel):
         self.save_hyperparameters(ignore=["spec", "optimizer", "scheduler"])
         self.pooling = pooling
         self._state: dict[str, object] = {}
+        if spec.task != "lm":
+            warn_if_lm_recipe(optimizer, spec.task)
         if spec.task == "lm":
             if bidirectional:
                 raise ConfigError("model.bidirectional=true cannot model language left to right: a "
@@ -198,3 +203,17 @@ class RecurrentModel(SeqModel):
             rank, world = self.trainer.global_rank, self.trainer.world_size
             state = map_state(lambda s: s.chunk(world, dim=1)[rank].clone(), state)
         self._state["train"] = state
+
+
+def warn_if_lm_recipe(optimizer: Callable, task: str) -> None:
+    """Say so when a non-LM task trains with the family's defaults, the PTB recipe (SGD at lr 20).
+
+    Hydra cannot pick a family's optimizer by the data it meets (a default chosen by `${data}` may not
+    override groups), so the recipes that work on other tasks are presets; this line points at them
+    instead of letting `model=lstm data=mnist` quietly train at a language model's learning rate.
+    """
+    lr = getattr(optimizer, "keywords", {}).get("lr")
+    if getattr(optimizer, "func", None) is torch.optim.SGD and lr is not None and lr >= 1:
+        log.warning(f"model/optimizer=sgd with lr={lr} is the recurrent family's language-model recipe, not one "
+                    f"for {task}: use a preset (+family=mnist/lstm_rows, +family=multi30k/bahdanau, "
+                    "experiment=sst2_bilstm, experiment=conll_bilstm_crf) or model/optimizer=adam.")

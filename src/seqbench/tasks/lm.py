@@ -26,6 +26,19 @@ def token_nll(logits: torch.Tensor, target: torch.Tensor) -> tuple[torch.Tensor,
     return nll, (target != IGNORE_INDEX).sum()
 
 
+def log_perplexity(model, metric: MeanMetric, stage: str) -> bool:
+    """Log `stage/loss` and `stage/ppl` from a token-weighted NLL metric and reset it; False if it saw
+    no token. Shared by every task scored by per-token NLL (language modelling, translation)."""
+    if metric.update_count == 0:
+        return False
+    nll = metric.compute().float()
+    suffix = "_epoch" if stage == "train" else ""
+    model.log(f"{stage}/loss{suffix}", nll, sync_dist=True)
+    model.log(f"{stage}/ppl{suffix}", nll.exp(), sync_dist=True, prog_bar=stage == "val")
+    metric.reset()
+    return True
+
+
 class LanguageModelling(nn.Module):
     name = "lm"
     method = "lm_logits"  # what a family implements to support this task
@@ -59,11 +72,4 @@ class LanguageModelling(nn.Module):
         self.nll(stage).reset()
 
     def epoch_end(self, model, stage: str) -> None:
-        metric = self.nll(stage)
-        if metric.update_count == 0:
-            return
-        nll = metric.compute().float()
-        suffix = "_epoch" if stage == "train" else ""
-        model.log(f"{stage}/loss{suffix}", nll, sync_dist=True)
-        model.log(f"{stage}/ppl{suffix}", nll.exp(), sync_dist=True, prog_bar=stage == "val")
-        metric.reset()
+        log_perplexity(model, self.nll(stage), stage)

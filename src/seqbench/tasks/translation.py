@@ -31,7 +31,7 @@ from torchmetrics import MeanMetric
 
 from seqbench.data.streams import IGNORE_INDEX
 from seqbench.nn.decoding import beam_search, max_steps
-from seqbench.tasks.lm import STAGES, token_nll
+from seqbench.tasks.lm import STAGES, log_perplexity, token_nll
 
 log = logging.getLogger(__name__)
 
@@ -108,14 +108,8 @@ class Translation(nn.Module):
             self.outputs[stage] = {}
 
     def epoch_end(self, model, stage: str) -> None:
-        metric = self.nll(stage)
-        if metric.update_count == 0:
+        if not log_perplexity(model, self.nll(stage), stage):
             return
-        nll = metric.compute().float()
-        suffix = "_epoch" if stage == "train" else ""
-        model.log(f"{stage}/loss{suffix}", nll, sync_dist=True)
-        model.log(f"{stage}/ppl{suffix}", nll.exp(), sync_dist=True, prog_bar=stage == "val")
-        metric.reset()
         if self.decodes(model, stage):  # the same answer on every rank, so the gather below cannot hang
             self.log_bleu(model, stage)
 

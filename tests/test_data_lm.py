@@ -161,3 +161,29 @@ def test_corrupt_corpus_fails_checksum_and_is_left_untouched(tmp_path):
     with pytest.raises(ChecksumError, match="ptb.valid.txt"):
         PTBDataModule(str(tmp_path)).setup()
     assert corrupt.read_bytes() == before  # a user's file is never overwritten or deleted
+
+
+def test_pretrain_lm_joins_corpora_split_by_split_at_bpe_level():
+    """data=pretrain_lm: the sentences of several corpora, <eos> after each line, BPE pieces from train."""
+    from seqbench.data.pretrain_lm import PretrainLMDataModule
+    from seqbench.data.sources import source_sentences
+
+    dm = PretrainLMDataModule(str(DATA_DIR), source="sst2+conll2003", download=False, bpe_vocab=2000, lowercase=True)
+    dm.setup()
+    sentences = source_sentences("sst2+conll2003", DATA_DIR, download=False)
+    assert len(sentences["train"]) == 6920 + 14041  # SST-2's sentences, then CoNLL's
+    eos = dm.subword.eos_id
+    for split in ("train", "valid", "test"):
+        assert int((dm.streams[split] == eos).sum()) == len(sentences[split])
+    first_line = dm.tokenizer.decode(dm.streams["test"][: int((dm.streams["test"] == eos).nonzero()[0])].tolist())
+    assert first_line == sentences["test"][0].lower()  # SST-2's first test sentence, round-tripped
+    assert dm.spec.vocab_size == 2000
+
+
+def test_an_unknown_pretraining_source_fails_naming_the_choices():
+    from seqbench.data.sources import source_names
+    from seqbench.errors import ConfigError
+
+    assert source_names("ptb+multi30k") == source_names(["ptb", "multi30k"]) == ["ptb", "multi30k"]
+    with pytest.raises(ConfigError, match="unknown corpus.*'imdb'.*choose from ptb"):
+        source_names("ptb+imdb")

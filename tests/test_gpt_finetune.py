@@ -49,7 +49,7 @@ def test_pretrained_gpt_restores_every_weight_and_adds_three_tokens(tmp_path):
         else:
             assert torch.equal(new[name], value), name
     assert model.net.lm_head.weight is model.net.tok_emb.weight
-    ids, lengths = model.transform([["the", "movie", "is", "Good"]], extract=True, device="cpu")
+    ids, lengths, _ = model.transform([["the", "movie", "is", "Good"]], extract=True, device="cpu")
     assert [model.itos[i] for i in ids[0]] == ["<start>", "the", "<unk>", "is", "good", "<extract>"]
 
 
@@ -69,7 +69,7 @@ def test_aux_lm_loss_is_added_with_its_weight_and_covers_the_words_only(tmp_path
     torch.testing.assert_close(loss, l2 + 0.5 * l1)
     assert logged["train/task_loss"] == pytest.approx(l2.item()) and logged["train/aux_lm_loss"] == pytest.approx(l1.item())
     # L1 by hand: <start> predicts w1, ..., w_{n-1} predicts w_n; <extract> and padding are not text
-    ids, lengths = model.transform(batch["words"], True, "cpu")
+    ids, lengths, _ = model.transform(batch["words"], True, "cpu")
     lm_logits = model.net(ids)  # (B, P, V)
     terms = [F.cross_entropy(lm_logits[b, t], ids[b, t + 1], reduction="sum")
              for b in range(2) for t in range(len(batch["words"][b]))]
@@ -93,3 +93,50 @@ def test_pretrained_gpt_errors(tmp_path):
     torch.save({"state_dict": {}, "seqbench_pretrained": {"family": "bert"}}, bert_like)
     with pytest.raises(ConfigError, match="holds a bert backbone, not a gpt one"):
         GPTModel(_sst_spec(), OPT, pretrained=str(bert_like))
+
+
+LM_LINES = ["the film is good", "the film is bad", "a good film", "a bad movie is a bad film"] * 20
+
+
+def _bpe_ckpt(tmp_path):
+    """A GPT LM at BPE level: its checkpoint carries the tokenizer, as experiment=pretrain_gpt's does."""
+    from seqbench.data.subword import train_tokenizer
+
+    torch.manual_seed(0)
+    subword = train_tokenizer(LM_LINES, 60, "bpe", lowercase=True)
+    vocab = Vocab([subword.id_to_token(i) for i in range(subword.vocab_size)])
+    spec = TaskSpec(task="lm", vocab_size=len(vocab), tokenizer=LMTokenizer(vocab, "bpe", subword))
+    lm = GPTModel(spec, OPT, **TINY)
+    ckpt = {"state_dict": lm.state_dict()}
+    lm.on_save_checkpoint(ckpt)
+    torch.save(ckpt, tmp_path / "gpt-bpe.ckpt")
+    return subword, tmp_path / "gpt-bpe.ckpt"
+
+
+def test_a_bpe_gpt_cuts_the_task_words_into_its_own_pieces(tmp_path):
+    subword, path = _bpe_ckpt(tmp_path)
+    model = GPTModel(_sst_spec(), OPT, pretrained=str(path))
+    words = [["The", "filmy", "movie"], ["good"]]
+    ids, lengths, first = model.transform(words, extract=True, device="cpu")
+    pieces = [subword.tokenizer.encode(w, is_pretokenized=True, add_special_tokens=False).ids for w in words]
+    assert pieces[0] == subword.tokenizer.encode("the filmy movie").ids  # lowercased like the LM's text
+    assert len(pieces[0]) > 3  # "filmy" is not a piece of its own: no word is unknown, it is cut
+    for b in range(2):
+        assert ids[b, : lengths[b]].tolist() == [model.stoi["<start>"]] + pieces[b] + [model.stoi["<extract>"]]
+    # each word's first piece, position counted in the row (after <start>)
+    starts = [0] + list(torch.tensor([len(subword.tokens(w)) for w in ["the", "filmy"]]).cumsum(0))
+    assert first[0].tolist() == [s + 1 for s in starts]
+
+
+def test_a_bpe_gpt_cuts_inputs_to_its_context_and_tags_every_word(tmp_path):
+    _, path = _bpe_ckpt(tmp_path)
+    spec = _sst_spec("tagging")
+    spec = TaskSpec(task="tagging", vocab_size=spec.vocab_size, num_classes=3, pad_id=0, max_len=40,
+                    tokenizer=spec.tokenizer)
+    model = GPTModel(spec, OPT, pretrained=str(path)).eval()
+    words = [["filmy"] * 30, ["good", "film"]]  # the first is longer than the context (12) in pieces
+    ids, lengths, first = model.transform(words, extract=False, device="cpu")
+    assert lengths[0] == TINY["context"] and ids.size(1) == TINY["context"]
+    assert int(first[0].max()) == TINY["context"] - 1  # words cut off read the last position
+    logits = model.tag({"words": words, "tags": torch.zeros(2, 30, dtype=torch.long)})
+    assert logits.shape == (2, 30, 3)

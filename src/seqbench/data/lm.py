@@ -46,7 +46,9 @@ class LanguageModelDataModule(L.LightningDataModule):
         batch_size: int = 20,
         eval_batch_size: int = 10,
         bptt: int = 35,
-        level: Literal["word", "char"] = "word",
+        level: Literal["word", "char", "bpe"] = "word",
+        bpe_vocab: int = 8000,
+        lowercase: bool = False,
         max_vocab: int | None = None,
         min_freq: int = 1,
         download: bool = True,
@@ -60,7 +62,8 @@ class LanguageModelDataModule(L.LightningDataModule):
         self.eval_batch_size = eval_batch_size
         self.bptt = bptt
         self.level = level
-        self.max_vocab = max_vocab
+        self.bpe_vocab, self.lowercase = bpe_vocab, lowercase  # level=bpe: its tokenizer's size and case
+        self.subword = None  # level=bpe: the SubwordTokenizer trained on train        self.max_vocab = max_vocab
         self.min_freq = min_freq
         self.eval_stride = eval_stride  # windows: null = half the model's context
         self.seed = seed  # windows: the order of training tiles is a function of (seed, epoch)
@@ -85,6 +88,9 @@ class LanguageModelDataModule(L.LightningDataModule):
         if self.vocab is not None:  # run.py sets up before building the model; Lightning calls again
             return
         texts = self.split_texts()
+        if self.level == "bpe":
+            self._setup_bpe(texts)
+            return
         tokenize = word_tokens if self.level == "word" else char_tokens
         tokens = {split: tokenize(texts[split]) for split in SPLITS}
         if self.level == "word":
@@ -95,6 +101,19 @@ class LanguageModelDataModule(L.LightningDataModule):
         self.vocab = Vocab.build(tokens["train"], specials, self.max_vocab, self.min_freq)
         self.streams = {split: self.vocab.encode(tokens[split]) for split in SPLITS}
 
+    def _setup_bpe(self, texts: dict[str, str]) -> None:
+        """Subword level (a GPT's BPE, Radford et al. 2018 §4.1): BPE trained on the training lines with
+        HF `tokenizers`, `<eos>` after every line as at word level. Ids are the tokenizer's, so a
+        checkpoint that stores the tokenizer can encode any later text the same way."""
+        from seqbench.data.subword import train_tokenizer
+
+        lines = {split: [line for line in texts[split].splitlines() if line.strip()] for split in SPLITS}
+        self.subword = train_tokenizer(lines["train"], self.bpe_vocab, "bpe", lowercase=self.lowercase)
+        self.vocab = Vocab([self.subword.id_to_token(i) for i in range(self.subword.vocab_size)])
+        eos = self.subword.eos_id
+        self.streams = {split: torch.tensor([i for ids in self.subword.encode_batch(lines[split]) for i in ids + [eos]],
+                                            dtype=torch.long) for split in SPLITS}
+
     @property
     def spec(self) -> TaskSpec:
         if self.vocab is None:
@@ -104,7 +123,7 @@ class LanguageModelDataModule(L.LightningDataModule):
 
     @property
     def tokenizer(self) -> "LMTokenizer":
-        return LMTokenizer(self.vocab, self.level)
+        return LMTokenizer(self.vocab, self.level, self.subword)
 
     def num_tokens(self, split: str) -> int:
         return self.streams[split].numel()
@@ -181,16 +200,27 @@ class LanguageModelDataModule(L.LightningDataModule):
 
 
 class LMTokenizer:
-    """Text <-> ids for prompts and samples, at the corpus' level (words or characters)."""
+    """Text <-> ids for prompts and samples, at the corpus' level (words, characters or BPE pieces)."""
 
-    def __init__(self, vocab: Vocab, level: str) -> None:
-        self.vocab, self.level = vocab, level
+    def __init__(self, vocab: Vocab, level: str, subword=None) -> None:
+        self.vocab, self.level, self.subword = vocab, level, subword
 
     def encode(self, text: str) -> torch.Tensor:
+        if self.level == "bpe":
+            return torch.tensor(self.subword.encode(text), dtype=torch.long)
         tokens = text.split() if self.level == "word" else list(text)
         return self.vocab.encode(tokens)
 
     def decode(self, ids) -> str:
         if self.level == "char":
             return self.vocab.decode(ids, sep="")
+        if self.level == "bpe":  # one line per <eos>; the Metaspace decoder restores the spaces
+            lines, line = [], []
+            for i in map(int, ids):
+                if i == self.subword.eos_id:
+                    lines.append(self.subword.tokenizer.decode(line))
+                    line = []
+                else:
+                    line.append(i)
+            return "\n".join(lines + [self.subword.tokenizer.decode(line)])
         return self.vocab.decode(ids).replace(f" {EOS} ", "\n").replace(EOS, "\n")

@@ -1,7 +1,8 @@
 """Sentence pairs for BERT pre-training (Devlin et al. 2019) from any of the project's corpora.
 
-`data.source` names the corpus (ptb, shakespeare, wikitext2: one sentence per line, in document
-order; sst2, conll2003: their sentences). A WordPiece tokenizer (HF `tokenizers`) is trained on the
+`data.source` names the corpus, or several joined by `+` (`seqbench.data.sources`: ptb, shakespeare,
+wikitext2 one sentence per line in document order; sst2, conll2003 their sentences; multi30k its
+English side). A WordPiece tokenizer (HF `tokenizers`) is trained on the
 source's training split; the model saves it in its checkpoints and fine-tuning reuses it.
 
 Pairs (next-sentence prediction, §3.1 task #2): for sentence i, half of the time B is sentence i+1
@@ -20,13 +21,13 @@ from __future__ import annotations
 
 import random
 from pathlib import Path
-from typing import Literal
 
 import lightning as L
 import torch
 from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, processors, trainers
 from torch.utils.data import DataLoader
 
+from seqbench.data.sources import source_names, source_sentences
 from seqbench.data.spec import TaskSpec
 from seqbench.data.streams import IGNORE_INDEX
 
@@ -80,31 +81,16 @@ def mask_tokens(ids: torch.Tensor, vocab_size: int, generator: torch.Generator |
     return inputs, labels
 
 
-def source_sentences(source: str, data_dir: Path, download: bool) -> dict[str, list[str]]:
-    """train/valid/test sentences of a project corpus, in document order."""
-    from seqbench.data.conll2003 import CoNLL2003DataModule
-    from seqbench.data.ptb import PTBDataModule
-    from seqbench.data.shakespeare import ShakespeareCharDataModule
-    from seqbench.data.sst2 import SST2DataModule
-    from seqbench.data.wikitext2 import WikiText2DataModule
-
-    lm = {"ptb": PTBDataModule, "shakespeare": ShakespeareCharDataModule, "wikitext2": WikiText2DataModule}
-    if source in lm:
-        texts = lm[source](str(data_dir), download=download).split_texts()
-        return {s: [line.strip() for line in texts[s].splitlines() if line.strip()] for s in ("train", "valid", "test")}
-    module = {"sst2": SST2DataModule, "conll2003": CoNLL2003DataModule}[source](str(data_dir), download=download)
-    return {s: [" ".join(words) for words, _ in ex] for s, ex in module.read_splits().items()}
-
-
 class PretrainTextDataModule(L.LightningDataModule):
     task = "mlm"
 
-    def __init__(self, data_dir: str, source: Literal["ptb", "shakespeare", "wikitext2", "sst2", "conll2003"] = "ptb",
+    def __init__(self, data_dir: str, source: str | list[str] = "ptb",
                  vocab_size: int = 8000, lowercase: bool = False, max_len: int = 128, mask_prob: float = 0.15,
                  batch_size: int = 32, eval_batch_size: int = 64, max_pairs: int | None = None,
                  download: bool = True, seed: int = 0) -> None:
         super().__init__()
-        self.data_dir, self.source, self.download = Path(data_dir).expanduser(), source, download
+        self.data_dir, self.download = Path(data_dir).expanduser(), download
+        self.source = "+".join(source_names(source))  # checked now: a typo fails before any training
         self.vocab_size, self.lowercase, self.max_len, self.mask_prob = vocab_size, lowercase, max_len, mask_prob
         self.batch_size, self.eval_batch_size = batch_size, eval_batch_size
         self.max_pairs = max_pairs  # cap per split (a short CPU run); null = every sentence

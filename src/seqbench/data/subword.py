@@ -66,7 +66,8 @@ def sentinel(i: int) -> str:
     return f"<extra_id_{i}>"
 
 
-def train_tokenizer(lines: Iterable[str], vocab_size: int, kind: str = "bpe", sentinels: int = 0) -> SubwordTokenizer:
+def train_tokenizer(lines: Iterable[str], vocab_size: int, kind: str = "bpe", sentinels: int = 0,
+                    lowercase: bool = False) -> SubwordTokenizer:
     specials = list(SPECIALS) + [sentinel(i) for i in range(sentinels)]
     if kind == "bpe":
         tok = Tokenizer(models.BPE(unk_token=UNK))
@@ -78,7 +79,7 @@ def train_tokenizer(lines: Iterable[str], vocab_size: int, kind: str = "bpe", se
                                           show_progress=False)
     else:
         raise ValueError(f"unknown subword model {kind!r}; choose 'bpe' or 'unigram'")
-    tok.normalizer = normalizers.NFKC()
+    tok.normalizer = normalizers.Sequence([normalizers.NFKC(), normalizers.Lowercase()]) if lowercase else normalizers.NFKC()
     tok.pre_tokenizer = pre_tokenizers.Metaspace()
     tok.decoder = decoders.Metaspace()
     tok.train_from_iterator(lines, trainer)

@@ -80,14 +80,18 @@ class GPTModel(WindowedLM):
             return
         ckpt = load_pretrained(pretrained, "gpt")
         info = ckpt[KEY]
-        if info["level"] != "word":
+        if info["level"] not in ("word", "bpe"):
             raise ConfigError(f"model.pretrained={pretrained} was pre-trained on characters; fine-tuning reads "
-                              f"words: pre-train on a word-level corpus (data=ptb or wikitext2).")
+                              f"words: pre-train on words or BPE pieces (data=pretrain_lm, ptb or wikitext2).")
         if spec.task == "lm":
             raise ConfigError("model.pretrained loads a GPT to fine-tune it on a sequence task; to continue "
                               "language-model training use ckpt_path=<ckpt>.")
         cfg = GPTConfig(**{**info["config"], "dropout": dropout})
-        if spec.max_len and spec.max_len + 2 > cfg.context:
+        self.pieces = None  # level=bpe: the LM's BPE tokenizer cuts the task's words into its pieces
+        if info["level"] == "bpe":
+            from tokenizers import Tokenizer
+            self.pieces = Tokenizer.from_str(info["tokenizer"])
+        elif spec.max_len and spec.max_len + 2 > cfg.context:
             raise ConfigError(f"the data's longest sequence ({spec.max_len} words + 2 added tokens) is longer than "
                               f"the pre-trained context ({cfg.context}); pre-train with a longer model.context.")
         self.itos = list(info["itos"]) + list(ADDED)
@@ -104,15 +108,36 @@ class GPTModel(WindowedLM):
         return self.net.flops_per_token(self.context)
 
     # -- fine-tuning a pre-trained LM ---------------------------------------------------------------
-    def transform(self, words: list[list[str]], extract: bool, device) -> tuple[torch.Tensor, torch.Tensor]:
-        """Words -> <start> ids [<extract>] (B, P) padded with <unk>-free zeros, and lengths (B,)."""
-        unk = self.stoi.get("<unk>", 0)
-        rows = [[self.stoi["<start>"]] + [self.stoi.get(w, self.stoi.get(w.lower(), unk)) for w in sentence]
-                + ([self.stoi["<extract>"]] if extract else []) for sentence in words]
+    def transform(self, words: list[list[str]], extract: bool, device
+                  ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Words -> <start> ids [<extract>] (B, P) padded with zeros, lengths (B,), and the position of
+        each word's first token in its row (B, T). Word level: one id per word, unknown words <unk>.
+        BPE level: each word's pieces (the LM's tokenizer), cut to fit the context; a word cut off
+        points at the last text position (its tag is read there)."""
+        start, end = [self.stoi["<start>"]], [self.stoi["<extract>"]] if extract else []
+        T = max(len(w) for w in words)
+        first = torch.zeros(len(words), T, dtype=torch.long)
+        if self.pieces is None:
+            unk = self.stoi.get("<unk>", 0)
+            rows = [start + [self.stoi.get(w, self.stoi.get(w.lower(), unk)) for w in sentence] + end
+                    for sentence in words]
+            first[:] = torch.arange(1, T + 1)
+        else:
+            room = self.context - 1 - len(end)
+            rows = []
+            for b, e in enumerate(self.pieces.encode_batch(words, is_pretokenized=True, add_special_tokens=False)):
+                text = e.ids[:room]
+                rows.append(start + text + end)
+                seen: set[int] = set()
+                for p, w in enumerate(e.word_ids[:room]):
+                    if w is not None and w not in seen:
+                        seen.add(w)
+                        first[b, w] = p + 1
+                first[b, len(seen):] = len(text)  # words cut off: the last text position
         ids = torch.zeros(len(rows), max(map(len, rows)), dtype=torch.long)
         for b, row in enumerate(rows):
             ids[b, : len(row)] = torch.tensor(row)
-        return ids.to(device), torch.tensor([len(r) for r in rows], device=device)
+        return ids.to(device), torch.tensor([len(r) for r in rows], device=device), first.to(device)
 
     def aux_lm(self, states: torch.Tensor, ids: torch.Tensor, lengths: torch.Tensor, text_end: int) -> None:
         """L1 on the fine-tuning text: predict w_{t+1} from the state at t, over the words only."""
@@ -132,7 +157,7 @@ class GPTModel(WindowedLM):
     def classify(self, batch: dict) -> torch.Tensor:
         if self.itos is None:
             return super().classify(batch)
-        ids, lengths = self.transform(batch["words"], True, batch["label"].device)
+        ids, lengths, _ = self.transform(batch["words"], True, batch["label"].device)
         states = self.net.features(ids)  # (B, P, C)
         self.aux_lm(states, ids, lengths, text_end=1)
         return self.head(states[torch.arange(ids.size(0), device=ids.device), lengths - 1])  # <extract>: (B, K)
@@ -140,15 +165,20 @@ class GPTModel(WindowedLM):
     def tag(self, batch: dict) -> torch.Tensor:
         if self.itos is None:
             return super().tag(batch)
-        ids, lengths = self.transform(batch["words"], False, batch["tags"].device)
-        states = self.net.features(ids)  # (B, 1 + T, C)
+        ids, lengths, first = self.transform(batch["words"], False, batch["tags"].device)
+        states = self.net.features(ids)  # (B, P, C)
         self.aux_lm(states, ids, lengths, text_end=0)
-        return self.head(states[:, 1: batch["tags"].size(1) + 1])  # each word's own state: (B, T, K)
+        T = batch["tags"].size(1)
+        index = first[:, :T].unsqueeze(-1).expand(-1, -1, states.size(-1))
+        return self.head(states.gather(1, index))  # each word's (first piece's) state: (B, T, K)
 
     # -- checkpoints carry what a fine-tuning run needs -------------------------------------------
     def on_save_checkpoint(self, checkpoint: dict) -> None:
         super().on_save_checkpoint(checkpoint)
         tokenizer = self.spec.tokenizer
         if self.spec.task == "lm" and getattr(tokenizer, "vocab", None) is not None:  # an LM: a backbone to reuse
+            level = getattr(tokenizer, "level", "word")
             checkpoint[KEY] = {"family": "gpt", "config": asdict(self.net.cfg), "itos": list(tokenizer.vocab.itos),
-                               "level": getattr(tokenizer, "level", "word")}
+                               "level": level}
+            if level == "bpe":  # fine-tuning cuts the task's words with the same tokenizer
+                checkpoint[KEY]["tokenizer"] = tokenizer.subword.tokenizer.to_str()

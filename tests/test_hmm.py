@@ -55,6 +55,26 @@ def test_lm_state_carried_across_windows_equals_one_pass():
     torch.testing.assert_close(torch.cat([first, second], 1), whole)
 
 
+def test_lm_prediction_step_stays_finite_and_exact_with_peaked_tables():
+    """The matmul form of the prediction step against the plain logsumexp recursion, on tables so peaked
+    (logits of std 20: probabilities down to e^-100) that an unshifted exp would underflow."""
+    torch.manual_seed(2)
+    hmm = HMMLanguageModel(vocab_size=7, states=5, init_std=20.0)
+    x = torch.randint(0, 7, (3, 12))
+    logits, _ = hmm(x)
+    log_pi, log_A, log_B = hmm.tables()
+    pred = log_pi.expand(3, -1)
+    for t in range(12):
+        f = pred + log_B[:, x[:, t]].T
+        f = f - torch.logsumexp(f, 1, keepdim=True)
+        pred = torch.logsumexp(f.unsqueeze(2) + log_A, 1)
+        expected = torch.logsumexp(pred.unsqueeze(2) + log_B, 1)
+        torch.testing.assert_close(logits[:, t], expected, atol=1e-3, rtol=1e-4)
+    loss = -logits[:, :-1].gather(2, x[:, 1:, None]).mean()
+    loss.backward()
+    assert all(torch.isfinite(p.grad).all() for p in hmm.parameters())
+
+
 def _tagger():
     vocab = {"the": 0, "dog": 1, "runs": 2, "a": 3}
     hmm = HMMTagger(3, vocab, emission_smoothing=0.0, transition_smoothing=0.0)

@@ -63,7 +63,8 @@ class LanguageModelDataModule(L.LightningDataModule):
         self.bptt = bptt
         self.level = level
         self.bpe_vocab, self.lowercase = bpe_vocab, lowercase  # level=bpe: its tokenizer's size and case
-        self.subword = None  # level=bpe: the SubwordTokenizer trained on train        self.max_vocab = max_vocab
+        self.subword = None  # level=bpe: the SubwordTokenizer trained on train
+        self.max_vocab = max_vocab
         self.min_freq = min_freq
         self.eval_stride = eval_stride  # windows: null = half the model's context
         self.seed = seed  # windows: the order of training tiles is a function of (seed, epoch)

@@ -151,11 +151,18 @@ class HMMLanguageModel(nn.Module):
         log_pi, log_A, log_B = self.tables()
         B, T = tokens.shape
         pred = log_pi.expand(B, -1) if state is None else state  # (B, K)
+        # The prediction step log sum_k exp(f_k + log A_kj) as a matmul in probability space, shifted by
+        # each row's max of f and each column's max of log A so that exp stays in range: a (B, K) @ (K, K)
+        # product instead of a logsumexp over a (B, K, K) tensor, ~5x faster at K = 256 on a CPU. A sum
+        # that still underflows (a state no likely state can reach) is floored at 1e-30, not log 0.
+        col = log_A.amax(0, keepdim=True)  # (1, K)
+        A = (log_A - col).exp()  # (K, K), each column's max is 1
         preds = []
         for t in range(T):
             filtered = pred + log_B[:, tokens[:, t]].T  # (B, K): log p(z_t, x_t | x_<t)
             filtered = filtered - torch.logsumexp(filtered, 1, keepdim=True)  # log p(z_t | x_<=t)
-            pred = torch.logsumexp(filtered.unsqueeze(2) + log_A, 1)  # (B, K, 1) + (K, K) -> (B, K)
+            m = filtered.amax(1, keepdim=True)  # (B, 1)
+            pred = ((filtered - m).exp() @ A).clamp_min(1e-30).log() + m + col  # (B, K)
             preds.append(pred)
         P = torch.stack(preds, 1)  # (B, T, K) log p(z_{t+1} | x_<=t)
         # log sum_k exp(P[k] + log_B[k, v]) as a matmul: shift by the max so exp stays in range

@@ -1,0 +1,37 @@
+"""The pre-training table: per-seed scores, mean ± std, and the gain paired by seed; failures listed."""
+
+from __future__ import annotations
+
+import json
+
+import yaml
+
+from seqbench.analysis.finetune_report import main
+
+
+def _job(root, num, preset, seed, acc, status="completed"):
+    job = root / str(num)
+    (job / ".hydra").mkdir(parents=True)
+    (job / ".hydra" / "hydra.yaml").write_text(yaml.safe_dump(
+        {"hydra": {"runtime": {"choices": {"family": f"pretraining/{preset}", "model": "bert"}}}}))
+    metrics = {"status": status, "params": 1000, "wall_time_s": 120.0,
+               "overrides": f"experiment=pretraining +family=pretraining/{preset} seed={seed}"}
+    if acc is not None:
+        metrics["test/acc"] = acc
+    (job / "metrics.json").write_text(json.dumps(metrics))
+
+
+def test_gain_is_paired_by_seed_and_failures_are_not_averaged(tmp_path):
+    sweep = tmp_path / "sweep"
+    scores = {("bert", 1): 0.80, ("bert", 2): 0.78, ("bert", 3): 0.79,
+              ("bert_pretrained", 1): 0.83, ("bert_pretrained", 2): 0.77, ("bert_pretrained", 3): 0.82}
+    for n, ((preset, seed), acc) in enumerate(scores.items()):
+        _job(sweep, n, preset, seed, acc)
+    _job(sweep, 6, "gpt", 1, None, status="failed")
+    text = main([str(sweep), "--out", str(tmp_path / "t.md")])
+    assert "| bert | 1, 2, 3 | 80.00, 78.00, 79.00 | 79.00 ± 1.00 | 1,000 | 2.0 |" in text
+    assert "| bert_pretrained | 1, 2, 3 | 83.00, 77.00, 82.00 | 80.67 ± 3.21 |" in text
+    # seed by seed: +3, -1, +3 -> mean 1.67, won 2 of 3
+    assert "| bert_pretrained − bert | 1, 2, 3 | +3.00, -1.00, +3.00 | 1.67 ± 2.31 | won 2 of 3 |" in text
+    assert "Failed jobs (not averaged): sweep/6" in text and "| gpt |" not in text
+    assert (tmp_path / "t.md").read_text().strip() == text

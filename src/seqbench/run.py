@@ -93,6 +93,7 @@ def build(cfg: DictConfig, choices: dict | None = None):
 def train(cfg: DictConfig, output_dir: Path, choices: dict | None = None, overrides: list[str] | None = None) -> dict:
     """Fit, test from the best checkpoint, and write `metrics.json`; returns the metrics."""
     started = time.time()
+    commit = git_commit(Path(__file__).resolve().parent)  # at launch: the code that runs, not the HEAD at the end
     metrics: dict[str, Any] = {"status": "running", "overrides": " ".join(overrides or [])}
     metrics_path = output_dir / "metrics.json"
     try:
@@ -133,7 +134,7 @@ def train(cfg: DictConfig, output_dir: Path, choices: dict | None = None, overri
         raise
     finally:
         metrics["wall_time_s"] = time.time() - started
-        metrics["git_commit"] = git_commit(Path(__file__).resolve().parent)
+        metrics["git_commit"] = commit
         if _is_rank_zero():
             write_metrics(metrics_path, metrics)
         _finish_wandb()

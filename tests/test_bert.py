@@ -148,3 +148,40 @@ def test_pretrain_text_serves_pairs_with_masks_from_a_project_corpus():
     assert picked.any() and (batch["mlm_labels"][picked] >= len(SPECIALS)).all()
     first = next(iter(data.val_dataloader()))["input"]
     assert torch.equal(first, next(iter(data.val_dataloader()))["input"])  # evaluation masks are fixed
+
+
+def test_continued_pretraining_reuses_the_checkpoint_tokenizer(tmp_path):
+    """HF trainers give other ids on every run, so continuing pre-training must take the stored
+    WordPiece (data.tokenizer_from) and then restores backbone and heads exactly."""
+    from conftest import DATA_DIR
+    from seqbench.data.pretrain_text import PretrainTextDataModule
+
+    if not (DATA_DIR / "sst2").is_dir():
+        pytest.skip("corpora not present")
+    first = PretrainTextDataModule(str(DATA_DIR), source="sst2", vocab_size=500, max_len=32, max_pairs=8,
+                                   download=False)
+    first.setup()
+    pretrained, path = _pretrained_ckpt(tmp_path, first.tokenizer)
+    again = PretrainTextDataModule(str(DATA_DIR), source="sst2", vocab_size=500, max_len=32, max_pairs=8,
+                                   download=False, tokenizer_from=str(path))
+    again.setup()
+    assert again.tokenizer.get_vocab() == first.tokenizer.get_vocab()
+    assert again.pairs["train"] == first.pairs["train"]  # the same pairs, read as the same ids
+    model = BertModel(again.spec, OPT, pretrained=str(path))
+    for name, value in pretrained.state_dict().items():
+        assert torch.equal(model.state_dict()[name], value), name
+
+
+def test_load_tokenizer_reads_checkpoints_and_json_and_says_what_is_wrong(tmp_path):
+    from seqbench.data.stored_tokenizer import load_tokenizer
+
+    tokenizer = train_wordpiece(SENTENCES, vocab_size=60)
+    _, path = _pretrained_ckpt(tmp_path, tokenizer)
+    tokenizer.save(str(tmp_path / "wp.json"))
+    for source in (path, tmp_path / "wp.json"):
+        assert load_tokenizer(str(source)).get_vocab() == tokenizer.get_vocab()
+    with pytest.raises(ConfigError, match="does not exist"):
+        load_tokenizer(str(tmp_path / "nope.ckpt"))
+    torch.save({"state_dict": {}}, tmp_path / "lstm.ckpt")
+    with pytest.raises(ConfigError, match="stores no tokenizer"):
+        load_tokenizer(str(tmp_path / "lstm.ckpt"))

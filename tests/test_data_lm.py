@@ -187,3 +187,22 @@ def test_an_unknown_pretraining_source_fails_naming_the_choices():
     assert source_names("ptb+multi30k") == source_names(["ptb", "multi30k"]) == ["ptb", "multi30k"]
     with pytest.raises(ConfigError, match="unknown corpus.*'imdb'.*choose from ptb"):
         source_names("ptb+imdb")
+
+
+def test_a_bpe_corpus_can_take_a_stored_tokenizer(tmp_path):
+    """data.tokenizer_from: continued pre-training reads the text as the same ids the checkpoint knows
+    (a retrained BPE would not give them: HF trainers differ from run to run); word level refuses."""
+    from seqbench.data.pretrain_lm import PretrainLMDataModule
+    from seqbench.errors import ConfigError
+
+    first = PretrainLMDataModule(str(DATA_DIR), source="sst2", download=False, bpe_vocab=1000, lowercase=True)
+    first.setup()
+    first.subword.tokenizer.save(str(tmp_path / "bpe.json"))
+    again = PretrainLMDataModule(str(DATA_DIR), source="sst2", download=False, bpe_vocab=1000,
+                                 tokenizer_from=str(tmp_path / "bpe.json"))
+    again.setup()
+    assert again.vocab.itos == first.vocab.itos
+    for split in ("train", "valid", "test"):
+        assert torch.equal(again.streams[split], first.streams[split])
+    with pytest.raises(ConfigError, match="needs data.level=bpe"):
+        PretrainLMDataModule(str(DATA_DIR), source="sst2", level="word", tokenizer_from=str(tmp_path / "bpe.json"))

@@ -86,13 +86,27 @@ def test_pretrained_gpt_errors(tmp_path):
     with pytest.raises(ConfigError, match="does not exist"):
         GPTModel(_sst_spec(), OPT, pretrained=str(tmp_path / "missing.ckpt"))
     _, path = _lm_ckpt(tmp_path)
-    lm_spec = TaskSpec(task="lm", vocab_size=len(LM_WORDS), tokenizer=LMTokenizer(Vocab(LM_WORDS), "word"))
-    with pytest.raises(ConfigError, match="ckpt_path"):
+    other = LM_WORDS[:2] + LM_WORDS[:1:-1]  # the same words under other ids (a retrained tokenizer)
+    lm_spec = TaskSpec(task="lm", vocab_size=len(other), tokenizer=LMTokenizer(Vocab(other), "word"))
+    with pytest.raises(ConfigError, match="another vocabulary.*data.tokenizer_from"):
         GPTModel(lm_spec, OPT, pretrained=str(path))
     bert_like = tmp_path / "other.ckpt"
     torch.save({"state_dict": {}, "seqbench_pretrained": {"family": "bert"}}, bert_like)
     with pytest.raises(ConfigError, match="holds a bert backbone, not a gpt one"):
         GPTModel(_sst_spec(), OPT, pretrained=str(bert_like))
+
+
+def test_continued_pretraining_starts_from_every_weight_of_the_lm(tmp_path):
+    """model.pretrained on lm: the same network, every weight as saved, sizes from the checkpoint."""
+    lm, path = _lm_ckpt(tmp_path)
+    spec = TaskSpec(task="lm", vocab_size=len(LM_WORDS), tokenizer=LMTokenizer(Vocab(LM_WORDS), "word"))
+    model = GPTModel(spec, OPT, n_layer=3, d_model=64, pretrained=str(path))
+    assert model.net.state_dict().keys() == lm.net.state_dict().keys()
+    for name, value in lm.net.state_dict().items():
+        assert torch.equal(model.net.state_dict()[name], value), name
+    ids = torch.tensor([[2, 3, 4, 5]])
+    torch.testing.assert_close(model.eval().net(ids), lm.eval().net(ids))
+    assert model.context == TINY["context"]
 
 
 LM_LINES = ["the film is good", "the film is bad", "a good film", "a bad movie is a bad film"] * 20

@@ -27,6 +27,7 @@ import torch
 from torch.utils.data import DataLoader
 
 from seqbench.data.spec import TaskSpec
+from seqbench.errors import ConfigError
 from seqbench.data.streams import StreamWindows
 from seqbench.data.windows import EvalWindows, TrainWindows
 from seqbench.data.vocab import EOS, UNK, Vocab, char_tokens, word_tokens
@@ -54,6 +55,7 @@ class LanguageModelDataModule(L.LightningDataModule):
         download: bool = True,
         eval_stride: int | None = None,
         seed: int = 0,
+        tokenizer_from: str | None = None,
     ) -> None:
         super().__init__()
         self.data_dir = Path(data_dir).expanduser()
@@ -64,6 +66,10 @@ class LanguageModelDataModule(L.LightningDataModule):
         self.level = level
         self.bpe_vocab, self.lowercase = bpe_vocab, lowercase  # level=bpe: its tokenizer's size and case
         self.subword = None  # level=bpe: the SubwordTokenizer trained on train
+        self.tokenizer_from = tokenizer_from  # level=bpe: a checkpoint whose tokenizer to reuse instead
+        if tokenizer_from and level != "bpe":
+            raise ConfigError(f"data.tokenizer_from reuses a stored subword tokenizer; it needs data.level=bpe, "
+                              f"not {level}.")
         self.max_vocab = max_vocab
         self.min_freq = min_freq
         self.eval_stride = eval_stride  # windows: null = half the model's context
@@ -106,10 +112,12 @@ class LanguageModelDataModule(L.LightningDataModule):
         """Subword level (a GPT's BPE, Radford et al. 2018 §4.1): BPE trained on the training lines with
         HF `tokenizers`, `<eos>` after every line as at word level. Ids are the tokenizer's, so a
         checkpoint that stores the tokenizer can encode any later text the same way."""
-        from seqbench.data.subword import train_tokenizer
+        from seqbench.data.stored_tokenizer import load_tokenizer
+        from seqbench.data.subword import SubwordTokenizer, train_tokenizer
 
         lines = {split: [line for line in texts[split].splitlines() if line.strip()] for split in SPLITS}
-        self.subword = train_tokenizer(lines["train"], self.bpe_vocab, "bpe", lowercase=self.lowercase)
+        self.subword = (SubwordTokenizer(load_tokenizer(self.tokenizer_from)) if self.tokenizer_from else
+                        train_tokenizer(lines["train"], self.bpe_vocab, "bpe", lowercase=self.lowercase))
         self.vocab = Vocab([self.subword.id_to_token(i) for i in range(self.subword.vocab_size)])
         eos = self.subword.eos_id
         self.streams = {split: torch.tensor([i for ids in self.subword.encode_batch(lines[split]) for i in ids + [eos]],

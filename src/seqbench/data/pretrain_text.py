@@ -29,6 +29,7 @@ from torch.utils.data import DataLoader
 
 from seqbench.data.sources import source_names, source_sentences
 from seqbench.data.spec import TaskSpec
+from seqbench.data.stored_tokenizer import load_tokenizer
 from seqbench.data.streams import IGNORE_INDEX
 
 SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]  # ids 0..4, in this order
@@ -87,8 +88,9 @@ class PretrainTextDataModule(L.LightningDataModule):
     def __init__(self, data_dir: str, source: str | list[str] = "ptb",
                  vocab_size: int = 8000, lowercase: bool = False, max_len: int = 128, mask_prob: float = 0.15,
                  batch_size: int = 32, eval_batch_size: int = 64, max_pairs: int | None = None,
-                 download: bool = True, seed: int = 0) -> None:
+                 download: bool = True, seed: int = 0, tokenizer_from: str | None = None) -> None:
         super().__init__()
+        self.tokenizer_from = tokenizer_from  # a checkpoint whose WordPiece to reuse (stored_tokenizer.py)
         self.data_dir, self.download = Path(data_dir).expanduser(), download
         self.source = "+".join(source_names(source))  # checked now: a typo fails before any training
         self.vocab_size, self.lowercase, self.max_len, self.mask_prob = vocab_size, lowercase, max_len, mask_prob
@@ -104,7 +106,8 @@ class PretrainTextDataModule(L.LightningDataModule):
         if self.tokenizer is not None:
             return
         sentences = source_sentences(self.source, self.data_dir, self.download)
-        self.tokenizer = train_wordpiece(sentences["train"], self.vocab_size, self.lowercase)
+        self.tokenizer = (load_tokenizer(self.tokenizer_from) if self.tokenizer_from else
+                          train_wordpiece(sentences["train"], self.vocab_size, self.lowercase))
         rng = random.Random(self.seed)
         self.pairs = {}
         for split, lines in sentences.items():

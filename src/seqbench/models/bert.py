@@ -44,7 +44,7 @@ class BertModel(SeqModel):
             self.tokenizer = spec.tokenizer
             if ckpt is not None and not same_vocab(Tokenizer.from_str(ckpt[KEY]["tokenizer"]), self.tokenizer):
                 raise ConfigError(f"model.pretrained={pretrained} was pre-trained with another tokenizer than this "
-                                  f"data's (data.source / data.vocab_size differ); continue on the same corpus.")
+                                  f"data's; to continue pre-training add data.tokenizer_from={pretrained}.")
         elif ckpt is not None:
             self.tokenizer = Tokenizer.from_str(ckpt[KEY]["tokenizer"])
         else:

@@ -13,6 +13,9 @@ On `classification`, `regression` and `tagging` (SST-2, the synthetic probes) it
 sequence left to right and a linear head reads the last real token's state (`model.pooling=last`,
 the GPT paper's choice) or every state (tagging); `models/windowed.py` has the details.
 
+On `lm`, `model.pretrained=<ckpt> data.tokenizer_from=<ckpt>` continues pre-training from the LM's
+weights with a new optimizer and learning-rate schedule (`ckpt_path=<ckpt>` resumes the old run instead).
+
 Fine-tuning a pre-trained LM (Radford et al. 2018, §3.2-3.3), `model.pretrained=<ckpt of an lm run>`:
 the network and its word vocabulary come from the checkpoint (the sizes in this config are ignored),
 the embedding table grows by three learned tokens, and the model maps the data's words onto the LM's
@@ -83,10 +86,10 @@ class GPTModel(WindowedLM):
         if info["level"] not in ("word", "bpe"):
             raise ConfigError(f"model.pretrained={pretrained} was pre-trained on characters; fine-tuning reads "
                               f"words: pre-train on words or BPE pieces (data=pretrain_lm, ptb or wikitext2).")
-        if spec.task == "lm":
-            raise ConfigError("model.pretrained loads a GPT to fine-tune it on a sequence task; to continue "
-                              "language-model training use ckpt_path=<ckpt>.")
         cfg = GPTConfig(**{**info["config"], "dropout": dropout})
+        if spec.task == "lm":
+            self.continue_lm(ckpt, cfg, pretrained, compile)
+            return
         self.pieces = None  # level=bpe: the LM's BPE tokenizer cuts the task's words into its pieces
         if info["level"] == "bpe":
             from tokenizers import Tokenizer
@@ -102,6 +105,17 @@ class GPTModel(WindowedLM):
         emb[: old["tok_emb.weight"].size(0)] = old["tok_emb.weight"]  # new rows keep their N(0, 0.02) init
         old["tok_emb.weight"] = old["lm_head.weight"] = emb
         net.load_state_dict(old)
+        self.attach(net, cfg.context, compile, cfg.d_model)
+
+    def continue_lm(self, ckpt: dict, cfg: GPTConfig, path: str, compile: bool) -> None:
+        """Continued pre-training: the LM's weights with a new optimizer and schedule (`ckpt_path=`
+        resumes instead, with the old run's schedule). The data must cut text into the same ids."""
+        itos = list(getattr(self.spec.tokenizer.vocab, "itos", []))
+        if itos != list(ckpt[KEY]["itos"]):
+            raise ConfigError(f"model.pretrained={path} was pre-trained with another vocabulary than this data's; "
+                              f"to continue pre-training add data.tokenizer_from={path} (and the same data.level).")
+        net = GPT(cfg)
+        net.load_state_dict(sub_state(ckpt, "net"))
         self.attach(net, cfg.context, compile, cfg.d_model)
 
     def flops_per_token(self) -> float:

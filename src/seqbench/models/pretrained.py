@@ -13,9 +13,8 @@ from pathlib import Path
 
 import torch
 
+from seqbench.data.stored_tokenizer import KEY
 from seqbench.errors import ConfigError
-
-KEY = "seqbench_pretrained"
 
 
 def load_pretrained(path: str, family: str) -> dict:

@@ -185,3 +185,14 @@ def test_load_tokenizer_reads_checkpoints_and_json_and_says_what_is_wrong(tmp_pa
     torch.save({"state_dict": {}}, tmp_path / "lstm.ckpt")
     with pytest.raises(ConfigError, match="stores no tokenizer"):
         load_tokenizer(str(tmp_path / "lstm.ckpt"))
+
+
+def test_reinit_keeps_the_wordpiece_and_sizes_but_not_the_weights(tmp_path):
+    tokenizer = train_wordpiece(SENTENCES, vocab_size=60)
+    pretrained, path = _pretrained_ckpt(tmp_path, tokenizer)
+    control = BertModel(_word_spec(), OPT, n_layer=3, pretrained=str(path), reinit=True)
+    assert control.tokenizer.get_vocab() == tokenizer.get_vocab()
+    assert control.backbone.cfg == pretrained.backbone.cfg
+    changed = [name for name, value in pretrained.backbone.state_dict().items()
+               if value.dim() > 1 and not torch.equal(control.backbone.state_dict()[name], value)]
+    assert changed == [name for name, value in pretrained.backbone.state_dict().items() if value.dim() > 1]

@@ -53,6 +53,19 @@ def test_pretrained_gpt_restores_every_weight_and_adds_three_tokens(tmp_path):
     assert [model.itos[i] for i in ids[0]] == ["<start>", "the", "<unk>", "is", "good", "<extract>"]
 
 
+def test_reinit_keeps_network_and_tokens_but_not_the_weights(tmp_path):
+    """model.reinit: the control differs from the fine-tuned model in the pre-trained weights only."""
+    lm, path = _lm_ckpt(tmp_path)
+    tuned = GPTModel(_sst_spec(), OPT, pretrained=str(path))
+    control = GPTModel(_sst_spec(), OPT, pretrained=str(path), reinit=True)
+    assert control.itos == tuned.itos and control.net.cfg == tuned.net.cfg
+    assert {k: v.shape for k, v in control.state_dict().items()} == {k: v.shape for k, v in tuned.state_dict().items()}
+    for name, value in lm.net.state_dict().items():  # the matrices (biases and norms start at 0 / 1 anyway)
+        assert value.dim() < 2 or not torch.equal(control.net.state_dict()[name][: value.size(0)], value), name
+    words = [["the", "film", "is", "good"]]
+    assert torch.equal(control.transform(words, True, "cpu")[0], tuned.transform(words, True, "cpu")[0])
+
+
 def test_aux_lm_loss_is_added_with_its_weight_and_covers_the_words_only(tmp_path):
     _, path = _lm_ckpt(tmp_path)
     model = GPTModel(_sst_spec(), OPT, pretrained=str(path), aux_lm_weight=0.5).train()

@@ -11,7 +11,9 @@ family turns them into pieces itself (its input transformation):
 With `model.pretrained=<ckpt>` the backbone (embeddings, encoder, pooler) and the tokenizer come
 from a pre-training run and the sizes in this config are ignored; without it a WordPiece tokenizer
 of `tokenizer_vocab` pieces is trained on the task's training vocabulary and the backbone starts
-from random weights — the from-scratch row of the comparison. Inputs longer than `context` pieces
+from random weights — the from-scratch row of the comparison. `model.reinit=true` with
+`model.pretrained` keeps the checkpoint's sizes and WordPiece but not its weights: the control that
+differs from the fine-tuned model in the pre-trained weights alone. Inputs longer than `context` pieces
 are cut; words cut off are tagged from the [CLS] state.
 """
 
@@ -36,7 +38,7 @@ class BertModel(SeqModel):
     def __init__(self, spec: TaskSpec, optimizer: Callable, scheduler: Callable | None = None,
                  scheduler_interval: str = "step", scheduler_monitor: str | None = None,
                  n_layer: int = 2, n_head: int = 4, d_model: int = 128, context: int = 128, dropout: float = 0.1,
-                 tokenizer_vocab: int = 8000, pretrained: str | None = None) -> None:
+                 tokenizer_vocab: int = 8000, pretrained: str | None = None, reinit: bool = False) -> None:
         super().__init__(spec, optimizer, scheduler, scheduler_interval, scheduler_monitor)
         self.save_hyperparameters(ignore=["spec", "optimizer", "scheduler"])
         ckpt = load_pretrained(pretrained, "bert") if pretrained else None
@@ -58,11 +60,11 @@ class BertModel(SeqModel):
                           else context, n_layer, n_head, d_model, dropout))
         self.context = cfg.context
         self.backbone = BertBackbone(cfg)
-        if ckpt is not None:
+        if ckpt is not None and not reinit:  # reinit: the checkpoint's network and tokenizer, random weights
             self.backbone.load_state_dict(sub_state(ckpt, "backbone"))  # strict: every backbone weight
         if spec.task == "mlm":
             self.heads = PretrainingHeads(self.backbone)
-            if ckpt is not None:
+            if ckpt is not None and not reinit:
                 self.heads.load_state_dict(sub_state(ckpt, "heads"))
         else:
             self.tokenizer.enable_truncation(max_length=cfg.context)

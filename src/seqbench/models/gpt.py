@@ -27,6 +27,9 @@ vocabulary itself (the paper's input transformation; unknown words become `<unk>
 (`<delim>` separates the two texts of a pair task; SST-2 and CoNLL have one text.) With
 `model.aux_lm_weight=λ > 0` the task adds λ·L1, the LM loss on the fine-tuning text, to its own loss
 L2 (L3 = L2 + λ·L1, §3.2); both terms are logged (`train/task_loss`, `train/aux_lm_loss`).
+`model.reinit=true` builds the same network with the same tokenizer and input transformation but
+leaves its weights random: the from-scratch control that differs from the fine-tuned model in the
+pre-trained weights alone (the plain from-scratch preset also differs in vocabulary and size).
 """
 
 from __future__ import annotations
@@ -68,6 +71,7 @@ class GPTModel(WindowedLM):
         pooling: Literal["last", "mean", "max"] = "last",
         pretrained: str | None = None,
         aux_lm_weight: float = 0.0,
+        reinit: bool = False,
     ) -> None:
         super().__init__(spec, optimizer, scheduler, scheduler_interval, scheduler_monitor)
         self.save_hyperparameters(ignore=["spec", "optimizer", "scheduler"])
@@ -88,7 +92,7 @@ class GPTModel(WindowedLM):
                               f"words: pre-train on words or BPE pieces (data=pretrain_lm, ptb or wikitext2).")
         cfg = GPTConfig(**{**info["config"], "dropout": dropout})
         if spec.task == "lm":
-            self.continue_lm(ckpt, cfg, pretrained, compile)
+            self.continue_lm(ckpt, cfg, pretrained, compile, reinit)
             return
         self.pieces = None  # level=bpe: the LM's BPE tokenizer cuts the task's words into its pieces
         if info["level"] == "bpe":
@@ -104,10 +108,11 @@ class GPTModel(WindowedLM):
         emb = net.tok_emb.weight.detach().clone()
         emb[: old["tok_emb.weight"].size(0)] = old["tok_emb.weight"]  # new rows keep their N(0, 0.02) init
         old["tok_emb.weight"] = old["lm_head.weight"] = emb
-        net.load_state_dict(old)
+        if not reinit:  # reinit: the same network and tokenizer from random weights (the control)
+            net.load_state_dict(old)
         self.attach(net, cfg.context, compile, cfg.d_model)
 
-    def continue_lm(self, ckpt: dict, cfg: GPTConfig, path: str, compile: bool) -> None:
+    def continue_lm(self, ckpt: dict, cfg: GPTConfig, path: str, compile: bool, reinit: bool) -> None:
         """Continued pre-training: the LM's weights with a new optimizer and schedule (`ckpt_path=`
         resumes instead, with the old run's schedule). The data must cut text into the same ids."""
         itos = list(getattr(self.spec.tokenizer.vocab, "itos", []))
@@ -115,7 +120,8 @@ class GPTModel(WindowedLM):
             raise ConfigError(f"model.pretrained={path} was pre-trained with another vocabulary than this data's; "
                               f"to continue pre-training add data.tokenizer_from={path} (and the same data.level).")
         net = GPT(cfg)
-        net.load_state_dict(sub_state(ckpt, "net"))
+        if not reinit:
+            net.load_state_dict(sub_state(ckpt, "net"))
         self.attach(net, cfg.context, compile, cfg.d_model)
 
     def flops_per_token(self) -> float:

@@ -28,10 +28,13 @@ def test_gain_is_paired_by_seed_and_failures_are_not_averaged(tmp_path):
     for n, ((preset, seed), acc) in enumerate(scores.items()):
         _job(sweep, n, preset, seed, acc)
     _job(sweep, 6, "gpt", 1, None, status="failed")
+    _job(sweep, 7, "bert_reinit", 1, 0.81)
+    _job(sweep, 8, "bert_reinit", 3, 0.75)
     text = main([str(sweep), "--out", str(tmp_path / "t.md")])
     assert "| bert | 1, 2, 3 | 80.00, 78.00, 79.00 | 79.00 ± 1.00 | 1,000 | 2.0 |" in text
     assert "| bert_pretrained | 1, 2, 3 | 83.00, 77.00, 82.00 | 80.67 ± 3.21 |" in text
     # seed by seed: +3, -1, +3 -> mean 1.67, won 2 of 3
     assert "| bert_pretrained − bert | 1, 2, 3 | +3.00, -1.00, +3.00 | 1.67 ± 2.31 | won 2 of 3 |" in text
+    assert "| bert_pretrained − bert_reinit | 1, 3 | +2.00, +7.00 | 4.50 ± 3.54 | won 2 of 2 |" in text
     assert "Failed jobs (not averaged): sweep/6" in text and "| gpt |" not in text
     assert (tmp_path / "t.md").read_text().strip() == text

@@ -5,7 +5,8 @@
 
 Reads every job (`seqbench.report.read_local`: metrics.json and the `family=` preset) and writes one
 row per preset: the score of each seed, their mean and standard deviation, params and wall time; then
-one row per family that has both `<family>` and `<family>_pretrained`: the gain of pre-training, paired
+one row per family that has both `<family>_pretrained` and `<family>` (or `<family>_reinit`, the same
+network and tokenizer from random weights): the gain of pre-training, paired
 by seed (the same seed gives both runs the same data order and head initialisation), as the mean
 difference, its standard deviation and how many seeds it won. A failed job is listed, never averaged.
 """
@@ -58,15 +59,19 @@ def table(runs: list[Run], metric: str = "test/acc", scale: float = 100.0) -> st
                      f"{_stats(scores)} | {f'{params:,}' if params else '–'} | {wall} |")
     gains = []
     for preset in sorted(groups):
-        base = groups.get(preset.removesuffix("_pretrained")) if preset.endswith("_pretrained") else None
-        if base is None:
+        if not preset.endswith("_pretrained"):
             continue
-        paired = sorted(set(groups[preset]) & set(base), key=lambda s: (s is None, s))
-        diffs = [(groups[preset][s].metrics[metric] - base[s].metrics[metric]) * scale for s in paired]
-        if diffs:
-            won = sum(d > 0 for d in diffs)
-            gains.append(f"| {preset} − {preset.removesuffix('_pretrained')} | {', '.join(map(str, paired))} | "
-                         f"{', '.join(f'{d:+.2f}' for d in diffs)} | {_stats(diffs)} | won {won} of {len(diffs)} |")
+        family = preset.removesuffix("_pretrained")
+        for baseline in (family, family + "_reinit"):  # scratch, and the same network from random weights
+            base = groups.get(baseline)
+            if base is None:
+                continue
+            paired = sorted(set(groups[preset]) & set(base), key=lambda s: (s is None, s))
+            diffs = [(groups[preset][s].metrics[metric] - base[s].metrics[metric]) * scale for s in paired]
+            if diffs:
+                won = sum(d > 0 for d in diffs)
+                gains.append(f"| {preset} − {baseline} | {', '.join(map(str, paired))} | "
+                             f"{', '.join(f'{d:+.2f}' for d in diffs)} | {_stats(diffs)} | won {won} of {len(diffs)} |")
     if gains:
         lines += ["", "| pre-training gain (paired by seed) | seeds | difference per seed | mean ± std | |",
                   "|---|---|---|---|---|", *gains]

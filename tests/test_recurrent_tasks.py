@@ -66,6 +66,18 @@ def test_language_models_cannot_be_bidirectional():
         _model("lm", bidirectional=True)
 
 
+@pytest.mark.parametrize("task", ["classification", "tagging"])
+def test_embedding_dropout_is_the_rate_on_the_embeddings_of_every_task(task):
+    """model.embedding_dropout was once read by language models only and silently ignored here."""
+    assert _model(task, dropout=0.5, embedding_dropout=0.6).encoder.input_dropout.p == 0.6
+    assert _model(task, dropout=0.5).encoder.input_dropout.p == 0.5  # unset: the model's dropout
+    model = _model(task, dropout=0.0, embedding_dropout=1.0).train()  # every embedding dropped: a constant input
+    x = torch.randint(1, 20, (2, 5))
+    a = model.encoder.summary(x, torch.tensor([5, 5]), "mean")
+    b = model.encoder.summary(torch.randint(1, 20, (2, 5)), torch.tensor([5, 5]), "mean")
+    torch.testing.assert_close(a, b)
+
+
 class _Fixed:
     """Stands in for a family: returns given outputs, records what is logged."""
 

@@ -112,7 +112,7 @@ class RecurrentModel(SeqModel):
             self.char_cnn = CharCNN(char_vocab, char_embedding_size, char_features)
             vocab_size, input_dim = None, embedding_size + char_features  # the encoder reads the features
         self.encoder = RecurrentEncoder(cell, hidden_size, num_layers, dropout, bidirectional, vocab_size,
-                                        input_dim, embedding_size, spec.pad_id, nonlinearity, impl)
+                                        input_dim, embedding_size, spec.pad_id, nonlinearity, impl, embedding_dropout)
         self.output_dropout = nn.Dropout(dropout if output_dropout is None else output_dropout)
         outputs = 1 if spec.task == "regression" else spec.num_classes
         self.head = nn.Linear(self.encoder.output_size, outputs)

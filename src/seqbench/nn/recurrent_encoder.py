@@ -31,7 +31,7 @@ class RecurrentEncoder(nn.Module):
     def __init__(self, cell: str, hidden_size: int, num_layers: int = 1, dropout: float = 0.0,
                  bidirectional: bool = False, vocab_size: int | None = None, input_dim: int | None = None,
                  embedding_size: int = 128, padding_idx: int | None = None, nonlinearity: str = "tanh",
-                 impl: str = "fused") -> None:
+                 impl: str = "fused", input_dropout: float | None = None) -> None:
         super().__init__()
         if (vocab_size is None) == (input_dim is None):
             raise ValueError("give exactly one of vocab_size (token ids) or input_dim (feature vectors)")
@@ -41,7 +41,7 @@ class RecurrentEncoder(nn.Module):
         else:
             self.embed = nn.Identity()
             rnn_input = input_dim
-        self.input_dropout = nn.Dropout(dropout)
+        self.input_dropout = nn.Dropout(dropout if input_dropout is None else input_dropout)  # on the embeddings
         self.rnn = make_rnn(cell, rnn_input, hidden_size, num_layers, dropout, bidirectional, nonlinearity, impl)
         self.bidirectional = bidirectional
         self.output_size = hidden_size * (2 if bidirectional else 1)

@@ -30,7 +30,7 @@ from seqbench.data.spec import TaskSpec
 from seqbench.data.streams import IGNORE_INDEX
 from seqbench.errors import ConfigError
 from seqbench.models.base import SeqModel
-from seqbench.models.pretrained import KEY, load_pretrained, same_vocab, sub_state
+from seqbench.models.pretrained import KEY, first_pieces, load_pretrained, same_vocab, sub_state
 from seqbench.nn.bert import BertBackbone, BertConfig, PretrainingHeads
 
 
@@ -90,11 +90,7 @@ class BertModel(SeqModel):
         first = torch.zeros(B, T, dtype=torch.long)
         for b, e in enumerate(encodings):
             ids[b, : len(e.ids)] = torch.tensor(e.ids)
-            seen = set()
-            for p, w in enumerate(e.word_ids):
-                if w is not None and w not in seen:
-                    seen.add(w)
-                    first[b, w] = p
+            first[b, : len(words[b])] = torch.tensor(first_pieces(e.word_ids, len(words[b])))  # cut off: [CLS]
         lengths = torch.tensor([len(e.ids) for e in encodings])
         return ids.to(device), lengths.to(device), first.to(device)
 

@@ -45,7 +45,7 @@ from torch import nn
 from seqbench.data.spec import TaskSpec
 from seqbench.data.streams import IGNORE_INDEX
 from seqbench.errors import ConfigError
-from seqbench.models.pretrained import KEY, load_pretrained, sub_state
+from seqbench.models.pretrained import KEY, first_pieces, load_pretrained, sub_state
 from seqbench.models.windowed import WindowedLM
 from seqbench.nn.gpt import GPT, GPTConfig
 
@@ -148,12 +148,8 @@ class GPTModel(WindowedLM):
             for b, e in enumerate(self.pieces.encode_batch(words, is_pretokenized=True, add_special_tokens=False)):
                 text = e.ids[:room]
                 rows.append(start + text + end)
-                seen: set[int] = set()
-                for p, w in enumerate(e.word_ids[:room]):
-                    if w is not None and w not in seen:
-                        seen.add(w)
-                        first[b, w] = p + 1
-                first[b, len(seen):] = len(text)  # words cut off: the last text position
+                n = len(words[b])  # words cut off read the last text position
+                first[b, :n] = torch.tensor(first_pieces(e.word_ids[:room], n, offset=1, missing=len(text)))
         ids = torch.zeros(len(rows), max(map(len, rows)), dtype=torch.long)
         for b, row in enumerate(rows):
             ids[b, : len(row)] = torch.tensor(row)

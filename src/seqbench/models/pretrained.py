@@ -39,3 +39,15 @@ def sub_state(ckpt: dict, prefix: str) -> dict:
 def same_vocab(a, b) -> bool:
     """Two tokenizers map every piece to the same id (HF tokenizers' get_vocab)."""
     return a.get_vocab() == b.get_vocab()
+
+
+def first_pieces(word_ids: list[int | None], n_words: int, offset: int = 0, missing: int = 0) -> list[int]:
+    """The position of each word's first piece in a row (an HF encoding's `word_ids`, shifted by
+    `offset` tokens put in front); a word cut off by truncation gets `missing`. Taggers read there."""
+    first = [missing] * n_words
+    seen: set[int] = set()
+    for p, w in enumerate(word_ids):
+        if w is not None and w not in seen:
+            seen.add(w)
+            first[w] = p + offset
+    return first

@@ -27,10 +27,10 @@ import torch
 from torch.utils.data import DataLoader
 
 from seqbench.data.spec import TaskSpec
-from seqbench.errors import ConfigError
 from seqbench.data.streams import StreamWindows
-from seqbench.data.windows import EvalWindows, TrainWindows
 from seqbench.data.vocab import EOS, UNK, Vocab, char_tokens, word_tokens
+from seqbench.data.windows import EvalWindows, TrainWindows
+from seqbench.errors import ConfigError
 
 SPLITS = ("train", "valid", "test")
 

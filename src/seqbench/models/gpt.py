@@ -87,13 +87,13 @@ class GPTModel(WindowedLM):
             return
         ckpt = load_pretrained(pretrained, "gpt")
         info = ckpt[KEY]
+        cfg = GPTConfig(**{**info["config"], "dropout": dropout})
+        if spec.task == "lm":  # continued pre-training, at any level the data shares with the checkpoint
+            self.continue_lm(ckpt, cfg, pretrained, compile, reinit)
+            return
         if info["level"] not in ("word", "bpe"):
             raise ConfigError(f"model.pretrained={pretrained} was pre-trained on characters; fine-tuning reads "
                               f"words: pre-train on words or BPE pieces (data=pretrain_lm, ptb or wikitext2).")
-        cfg = GPTConfig(**{**info["config"], "dropout": dropout})
-        if spec.task == "lm":
-            self.continue_lm(ckpt, cfg, pretrained, compile, reinit)
-            return
         self.pieces = None  # level=bpe: the LM's BPE tokenizer cuts the task's words into its pieces
         if info["level"] == "bpe":
             from tokenizers import Tokenizer

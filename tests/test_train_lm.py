@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import csv
 import json
 import math
 from collections import Counter
@@ -44,6 +45,10 @@ def test_run_writes_metrics_json_config_and_checkpoints(cfg_factory, tmp_path):
     ckpts = {p.name for p in (tmp_path / "checkpoints").iterdir()}
     assert "last.ckpt" in ckpts and any(n.startswith("best-epoch") for n in ckpts)
     assert (tmp_path / "csv" / "metrics.csv").is_file()
+    # the tested checkpoint's validation score (what finetune_report --grid chooses by): the best epoch's
+    with open(tmp_path / "csv" / "metrics.csv") as f:
+        val_losses = [float(row["val/loss"]) for row in csv.DictReader(f) if row.get("val/loss")]
+    assert len(val_losses) == 2 and math.isclose(on_disk["val/loss_best"], min(val_losses), rel_tol=1e-6)
 
 
 def test_state_is_carried_within_a_stream_and_reset_at_its_start(cfg_factory, tmp_path):

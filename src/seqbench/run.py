@@ -115,6 +115,11 @@ def train(cfg: DictConfig, output_dir: Path, choices: dict | None = None, overri
         if cfg.get("train", True):
             trainer.fit(model, datamodule=datamodule, ckpt_path=cfg.get("ckpt_path"))
         metrics.update({k: v for k, v in trainer.callback_metrics.items()})
+        ckpt = trainer.checkpoint_callback
+        if ckpt is not None and ckpt.best_model_score is not None:
+            # the validation score of the tested checkpoint (val/acc above is the last epoch's), so a
+            # hyperparameter can be chosen on validation alone (seqbench.analysis.finetune_report --grid)
+            metrics[f"{ckpt.monitor}_best"] = float(ckpt.best_model_score)
         if cfg.get("test", True):
             best = trainer.checkpoint_callback.best_model_path if trainer.checkpoint_callback else ""
             if cfg.get("train", True) and not best:

@@ -2,6 +2,7 @@
 
     python src/train.py -m experiment=pretraining pretrained.bert=<ckpt> pretrained.gpt=<ckpt> seed=1,2,3
     python -m seqbench.analysis.finetune_report outputs/multiruns/<time> [more dirs] [--metric test/acc]
+        [--grid model.optimizer.lr [--select val/acc_best]]
 
 Reads every job (`seqbench.report.read_local`: metrics.json and the `family=` preset) and writes one
 row per preset: the score of each seed, their mean and standard deviation, params and wall time; then
@@ -9,6 +10,13 @@ one row per family that has both `<family>_pretrained` and `<family>` (or `<fami
 network and tokenizer from random weights): the gain of pre-training, paired
 by seed (the same seed gives both runs the same data order and head initialisation), as the mean
 difference, its standard deviation and how many seeds it won. A failed job is listed, never averaged.
+
+With `--grid KEY` the sweep also ran each preset at several values of one override (the fine-tuning
+learning rate, say). A recipe tuned for one preset is unfair to the others: a rate that suits random
+weights may wash out pre-trained ones. So each preset gets its own value, the one with the best mean
+validation score over its seeds (`--select`, by default the tested checkpoint's `val/acc_best`), and
+only those runs enter the table. Test scores never choose anything; the selection table shows them
+for every value so a reader can see what the choice cost or bought.
 """
 
 from __future__ import annotations
@@ -25,6 +33,46 @@ from seqbench.report import Run, read_local
 def seed_of(run: Run) -> int | None:
     match = re.search(r"(?:^|\s)seed=(\d+)", str(run.metrics.get("overrides", "")))
     return int(match.group(1)) if match else None
+
+
+def value_of(run: Run, key: str) -> str:
+    """The value `key` was given on the command line (`default` when it was not overridden)."""
+    match = re.search(rf"(?:^|\s)\+{{0,2}}{re.escape(key)}=(\S+)", str(run.metrics.get("overrides", "")))
+    return match.group(1) if match else "default"
+
+
+def select(runs: list[Run], grid: str, by: str, metric: str) -> tuple[list[Run], list[str]]:
+    """Per preset, the runs at the `grid` value with the best mean validation score `by`; and the table of
+    every value's mean validation and test score, the chosen one in bold."""
+    cells: dict[str, dict[str, list[Run]]] = {}
+    unscored = []
+    for run in runs:
+        if not run.failed and run.metrics.get(by) is not None:
+            cells.setdefault(run.family, {}).setdefault(value_of(run, grid), []).append(run)
+        elif not run.failed:
+            unscored.append(run.name)
+    kept = [r for r in runs if r.failed]
+    lines = [f"| preset | {grid} | seeds | mean {by} (chooses) | mean {metric} |", "|---|---|---|---|---|"]
+    for preset in sorted(cells):
+        means = {v: statistics.fmean(r.metrics[by] for r in rs) for v, rs in cells[preset].items()}
+        best = max(means, key=means.get)
+        kept += cells[preset][best]
+        for value in sorted(means, key=_as_number):
+            rs = cells[preset][value]
+            tests = [r.metrics[metric] * 100 for r in rs if r.metrics.get(metric) is not None]
+            mark = "**" if value == best else ""
+            lines.append(f"| {preset} | {mark}{value}{mark} | {len(rs)} | {mark}{means[value] * 100:.2f}{mark} | "
+                         f"{_stats(tests)} |")
+    if unscored:
+        lines += ["", f"Left out, no {by} to choose by: " + ", ".join(unscored)]
+    return kept, lines
+
+
+def _as_number(value: str) -> tuple[int, float | str]:
+    try:
+        return 0, float(value)
+    except ValueError:
+        return 1, value
 
 
 def _stats(values: list[float]) -> str:
@@ -87,8 +135,17 @@ def main(argv: list[str] | None = None) -> str:
     parser.add_argument("dirs", nargs="+", type=Path, help="multirun (or single-run) directories")
     parser.add_argument("--metric", default="test/acc", help="the score (test/acc for SST-2, test/f1 for CoNLL)")
     parser.add_argument("--out", type=Path, help="also write the table to this .md file")
+    parser.add_argument("--grid", help="an override swept per preset (model.optimizer.lr): each preset keeps "
+                                       "the value with the best mean validation score")
+    parser.add_argument("--select", default="val/acc_best", help="the validation score that chooses --grid's value")
     args = parser.parse_args(argv)
-    text = table(read_local(args.dirs), args.metric)
+    runs = read_local(args.dirs)
+    chosen: list[str] = []
+    if args.grid:
+        runs, chosen = select(runs, args.grid, args.select, args.metric)
+    text = table(runs, args.metric)
+    if chosen:
+        text = "\n".join([*chosen, "", text])
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(text + "\n")

@@ -37,7 +37,13 @@ PAD_ID, UNK_ID, CLS_ID, SEP_ID, MASK_ID = range(5)
 
 
 def train_wordpiece(texts, vocab_size: int = 8000, lowercase: bool = False) -> Tokenizer:
-    """A BERT-style WordPiece tokenizer trained on an iterator of sentences; [CLS]/[SEP] templates."""
+    """A BERT-style WordPiece tokenizer trained on an iterator of sentences; [CLS]/[SEP] templates.
+
+    Not reproducible across processes: the trainer breaks ties between equally frequent merges by ids
+    assigned in hash-map order (huggingface/tokenizers#1794; fix proposed in PR #2066), so two runs
+    with one seed can get different vocabularies (seen here: 640 of 8,000 SST-2 pieces differ). Every
+    checkpoint stores its tokenizer, and `data.tokenizer_from=<ckpt>` reuses it exactly.
+    """
     tok = Tokenizer(models.WordPiece(unk_token="[UNK]"))
     tok.normalizer = normalizers.BertNormalizer(lowercase=lowercase, strip_accents=False)
     tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()

@@ -1,7 +1,7 @@
 """Train and test one model on one corpus: `python src/train.py model=lstm data=ptb`.
 
-Composition, checks and the run itself live in `seqbench.run`; this file only connects Hydra to it
-and returns the metric an Optuna sweep optimises (`optimized_metric`).
+Composition, checks and the run itself live in `seqbench.compose` and `seqbench.run`; this file only
+connects Hydra to them and returns the metric an Optuna sweep optimises (`optimized_metric`).
 """
 
 import sys
@@ -12,7 +12,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))  # run from a clone wit
 import hydra  # noqa: E402
 from omegaconf import DictConfig  # noqa: E402
 
-from seqbench.entry import guarded, hydra_context, register_resolvers  # noqa: E402
+from seqbench.entry import final_config, guarded, hydra_context, register_resolvers  # noqa: E402
 
 register_resolvers()
 
@@ -22,6 +22,7 @@ def main(cfg: DictConfig) -> float | None:
     from seqbench.run import train  # heavy imports after Hydra has parsed the command line
 
     output_dir, choices, overrides, multirun = hydra_context()
+    cfg = guarded(final_config, cfg, output_dir, choices, overrides, multirun=multirun)
     metrics = guarded(train, cfg, output_dir, choices, overrides, multirun=multirun)
     value = metrics.get(cfg.get("optimized_metric") or "")
     return float(value) if value is not None else None

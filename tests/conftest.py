@@ -26,21 +26,31 @@ os.environ.setdefault("WANDB_SILENT", "true")
 DATA_DIR = Path(os.environ["SEQBENCH_DATA_DIR"])
 
 sys.path.insert(0, str(ROOT / "src"))
+from seqbench.compose import finalize  # noqa: E402
 from seqbench.entry import register_resolvers  # noqa: E402
 
 register_resolvers()
 
 
 def compose_cfg(overrides: list[str], output_dir: Path, config_name: str = "train") -> DictConfig:
-    """Compose like `@hydra.main` does, with `${hydra:...}` resolvable and outputs in `output_dir`."""
-    GlobalHydra.instance().clear()
-    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
-        cfg = compose(config_name=config_name, overrides=overrides, return_hydra_config=True)
-    with open_dict(cfg):
-        cfg.hydra.runtime.output_dir = str(output_dir)
-        cfg.hydra.job.num = 0
-    HydraConfig.instance().set_config(cfg)
-    return cfg
+    """Compose like `src/train.py` does — Hydra, then the recipe and debug bounds of `seqbench.compose`
+    — with `${hydra:...}` resolvable and outputs in `output_dir`."""
+
+    def raw(overrides: list[str]) -> DictConfig:
+        GlobalHydra.instance().clear()
+        with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+            cfg = compose(config_name=config_name, overrides=overrides, return_hydra_config=True)
+        with open_dict(cfg):
+            cfg.hydra.runtime.output_dir = str(output_dir)
+            cfg.hydra.job.num = 0
+        HydraConfig.instance().set_config(cfg)
+        return cfg
+
+    cfg = raw(overrides)
+    if config_name != "train":
+        return cfg
+    choices = {k: v for k, v in cfg.hydra.runtime.choices.items() if isinstance(v, str)}
+    return finalize(cfg, overrides, choices, raw)
 
 
 TINY = [

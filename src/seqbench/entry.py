@@ -14,7 +14,7 @@ from pathlib import Path
 
 from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
-from omegaconf import OmegaConf
+from omegaconf import DictConfig, OmegaConf
 
 from seqbench.errors import UserError
 
@@ -34,6 +34,25 @@ def hydra_context() -> tuple[Path, dict, list[str], bool]:
     hc = HydraConfig.get()
     choices = {k: v for k, v in hc.runtime.choices.items() if isinstance(v, str)}
     return Path(hc.runtime.output_dir), choices, list(hc.overrides.task), hc.mode == RunMode.MULTIRUN
+
+
+def final_config(cfg: DictConfig, output_dir: Path, choices: dict, overrides: list[str]) -> DictConfig:
+    """The running job's config with its recipe and debug bounds (seqbench.compose), saved as the run's
+    `.hydra/config.yaml` so the file shows every value the run used."""
+    from hydra import compose
+    from hydra.errors import HydraException
+
+    from seqbench.compose import finalize, save_config
+    from seqbench.errors import ConfigError
+
+    name = HydraConfig.get().job.config_name
+    try:
+        final = finalize(cfg, overrides, choices, lambda o: compose(config_name=name, overrides=o))
+    except HydraException as exc:
+        raise ConfigError(f"the config could not be composed with its recipe: {exc}") from None
+    if final is not cfg:
+        save_config(final, output_dir)
+    return final
 
 
 def guarded(fn, *args, multirun: bool, **kwargs):

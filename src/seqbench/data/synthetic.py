@@ -82,6 +82,7 @@ class ProbeDataModule(L.LightningDataModule):
     `baseline() -> {"loss": .., "acc": ..}` and the `spec` property, and sets `task`."""
 
     task = ""
+    recipe_task = "probe"  # conf/recipe/probe/: fresh data, long gaps: not the recipe of a real corpus
 
     def __init__(self, T: int = 100, batch_size: int = 32, eval_batch_size: int = 250, train_size: int = 8000,
                  val_size: int = 1000, test_size: int = 1000, seed: int = 0) -> None:

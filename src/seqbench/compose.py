@@ -1,0 +1,220 @@
+"""From the command line to the config a run uses: Hydra's composition plus two steps Hydra cannot express.
+
+1. **The training recipe follows the task.** `model=lstm data=sst2` must not train a sentiment
+   classifier with the recurrent family's language-model recipe (SGD at lr 20). A recipe is a config
+   file per family and task, `conf/recipe/<task>/<family>.yaml` (optimizer, rate, schedule, clipping,
+   epochs), and the task is known only from the data's class — a Hydra defaults list cannot choose a
+   group by it (an interpolated default may not override groups). So the run composes once, reads the
+   task and family, and composes again with `recipe=<task>/<family>`. The `recipe` group sits before
+   `experiment` in `conf/train.yaml`, so an experiment, a preset (`+family=...`) and the command line
+   all win over it; `recipe=none` turns it off and `recipe=<task>/<family>` picks one by hand. The
+   name of the recipe used is kept in the config (`recipe:`), so a run's saved `.hydra/config.yaml`
+   shows every value used and composes to the same run again without a second recipe.
+2. **A debug mode bounds every preset.** `debug=fast` must check any config end to end in seconds, but
+   `+family=...` is appended after `debug` in the defaults list, so a preset's `max_steps` or
+   `max_epochs` would win. The debug mode's trainer values are therefore re-applied as overrides that
+   come before the user's own (which still win).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from pathlib import Path
+
+import yaml
+from hydra.utils import get_class
+from omegaconf import DictConfig, OmegaConf
+
+log = logging.getLogger("seqbench")
+
+CONF_DIR = Path(__file__).resolve().parents[2] / "conf"
+Compose = Callable[[list[str]], DictConfig]
+
+
+def _group_chosen(overrides: list[str], group: str) -> bool:
+    """Whether the command line chose `group` (`group=x`, `+group=x`, `~group`), not a key inside it."""
+    for o in overrides:
+        key = o.lstrip("+~").split("=", 1)[0].split("@", 1)[0]
+        if key == group:
+            return True
+    return False
+
+
+def _key_set(overrides: list[str], key: str) -> bool:
+    return any(o.lstrip("+~").split("=", 1)[0] == key for o in overrides)
+
+
+def family_of(model: DictConfig) -> str:
+    """The recipe name of a model config: the recurrent cell (rnn, lstm, gru) or the family's module."""
+    cls = get_class(model._target_)
+    return str(model.get("cell") or cls.__module__.rsplit(".", 1)[-1])
+
+
+def task_of(data: DictConfig) -> str:
+    """The recipe folder of a data config: the task it poses, or `probe` for the synthetic probes,
+    which need their own recipe (fresh data every batch, nothing to overfit, long gaps)."""
+    cls = get_class(data._target_)
+    return getattr(cls, "recipe_task", None) or cls.task
+
+
+def recipe_for(cfg: DictConfig, conf_dir: Path = CONF_DIR) -> tuple[str, Path]:
+    """(name, file) of the recipe for this model and data; the file may not exist."""
+    name = f"{task_of(cfg.data)}/{family_of(cfg.model)}"
+    return name, conf_dir / "recipe" / f"{name}.yaml"
+
+
+def debug_overrides(name: str, conf_dir: Path = CONF_DIR) -> list[str]:
+    """The trainer values of `conf/debug/<name>.yaml` as command-line overrides."""
+    path = conf_dir / "debug" / f"{name}.yaml"
+    if not path.is_file():
+        return []
+    trainer = (yaml.safe_load(path.read_text()) or {}).get("trainer") or {}
+    return [f"trainer.{k}={'null' if v is None else v}" for k, v in trainer.items()]
+
+
+def finalize(cfg: DictConfig, overrides: list[str], choices: dict, compose: Compose,
+             conf_dir: Path = CONF_DIR) -> DictConfig:
+    """The config of the run: `cfg` recomposed with its recipe and its debug bounds, when it has any.
+
+    `overrides` are the command line's (Hydra's task overrides), `choices` the groups chosen, and
+    `compose(overrides)` composes the same primary config anew.
+    """
+    extra: list[str] = []
+    name = next((o.split("=", 1)[1] for o in overrides if o.lstrip("+").startswith("recipe=")), None)
+    if name is None and cfg.get("recipe") is None and "model" in cfg and "data" in cfg:
+        try:
+            auto, path = recipe_for(cfg, conf_dir)
+        except Exception:  # an unknown _target_: check_config says so in one sentence before any work
+            auto, path = "", None
+        if path is not None and path.is_file():
+            name, extra = auto, [f"recipe={auto}"]
+    debug = choices.get("debug")
+    bounds = [o for o in debug_overrides(debug, conf_dir) if not _key_set(overrides, o.split("=", 1)[0])] if debug else []
+    chosen_by_hand = name is not None and not extra and name != "none"
+    if not extra and not bounds and not chosen_by_hand:
+        return cfg
+    final = compose(bounds + list(overrides) + extra)
+    if name and name != "none":
+        without = cfg if extra else compose([o for o in overrides if not o.lstrip("+").startswith("recipe=")]
+                                            + ["recipe=none"])
+        keep_later_groups(without, final, name, conf_dir)
+    return final
+
+
+# The model's nested groups a recipe may choose, with the keys each one writes into `model`.
+_GROUPS = {"optimizer": ("optimizer",), "scheduler": ("scheduler", "scheduler_interval", "scheduler_monitor")}
+
+
+def recipe_groups(name: str, conf_dir: Path = CONF_DIR) -> dict[str, str]:
+    """The `model/optimizer` and `model/scheduler` options a recipe selects (following its includes)."""
+    path = conf_dir / "recipe" / f"{name}.yaml"
+    chosen: dict[str, str] = {}
+    for entry in (yaml.safe_load(path.read_text()) or {}).get("defaults", []) if path.is_file() else []:
+        if isinstance(entry, str) and entry != "_self_":
+            chosen.update(recipe_groups(entry, conf_dir))
+        elif isinstance(entry, dict):
+            for key, option in entry.items():
+                group = key.removeprefix("override").strip().removeprefix("/")
+                if group.startswith("model/"):
+                    chosen[group.split("/", 1)[1]] = option
+    return chosen
+
+
+def _target(node) -> str | None:
+    return node.get("_target_") if isinstance(node, DictConfig) else None
+
+
+def keep_later_groups(without: DictConfig, final: DictConfig, recipe: str, conf_dir: Path = CONF_DIR) -> None:
+    """Where something after the recipe — a preset, an experiment, the command line — chose another
+    optimizer or scheduler than the recipe did, that group keeps exactly the values it has without the
+    recipe: the recipe's lr for Adam must not land on a preset's AdamW, nor step decay's `start_epoch`
+    on a warmup-cosine schedule (which would not even accept it)."""
+    for group, option in recipe_groups(recipe, conf_dir).items():
+        if group not in _GROUPS:
+            continue
+        node = OmegaConf.load(conf_dir / "model" / group / f"{option}.yaml")
+        recipe_target = _target(node.get(group) if group == "scheduler" else node)  # scheduler: @package model
+        if _target(final.model.get(group)) != recipe_target:
+            for key in _GROUPS[group]:
+                if key in without.model:
+                    final.model[key] = without.model[key]
+
+
+def describe(cfg: DictConfig, conf_dir: Path = CONF_DIR) -> str:
+    """One line for the run's log: which recipe applied, from which file."""
+    recipe = cfg.get("recipe")
+    if recipe and recipe != "none":
+        return (f"recipe {recipe} (conf/recipe/{recipe}.yaml) under the command line, experiment and "
+                f"presets; recipe=none turns it off")
+    try:
+        name, _ = recipe_for(cfg, conf_dir)
+    except Exception:  # a config without a model or data (eval.py)
+        return "no recipe"
+    model = cfg.model.get("_target_", "").rsplit(".", 1)[-1]
+    return f"no recipe for {name}: the model config's defaults apply ({model})"
+
+
+def save_config(cfg: DictConfig, output_dir: Path) -> None:
+    """Replace Hydra's `.hydra/config.yaml` with the config the run uses.
+
+    Values that read Hydra's group choices (`run_name`, `tags`) are resolved first: composing the
+    saved file again (`--config-path <run>/.hydra --config-name config`) has no such choices.
+    """
+    path = output_dir / ".hydra" / "config.yaml"
+    if not path.parent.is_dir():
+        return
+    out = OmegaConf.create(OmegaConf.to_container(cfg, resolve=False))
+    for key in ("run_name", "tags"):
+        if key in cfg:
+            try:
+                out[key] = _resolved(cfg, key)
+            except Exception:  # leave it as it was: the run itself would have failed on it
+                pass
+    OmegaConf.save(out, path)
+
+
+def _resolved(cfg: DictConfig, key: str):
+    node = OmegaConf.select(cfg, key)
+    return OmegaConf.to_container(node, resolve=True) if OmegaConf.is_config(node) else node
+
+
+def compose_final(overrides: list[str], config_name: str = "train", conf_dir: Path = CONF_DIR) -> DictConfig:
+    """Compose outside a running Hydra app (tests, `python -m seqbench.compose`), as `src/train.py` does."""
+    from hydra import compose, initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+    from hydra.core.hydra_config import HydraConfig
+    from omegaconf import open_dict
+
+    def raw(overrides: list[str]) -> DictConfig:
+        GlobalHydra.instance().clear()
+        with initialize_config_dir(config_dir=str(conf_dir), version_base="1.3"):
+            cfg = compose(config_name=config_name, overrides=overrides, return_hydra_config=True)
+        with open_dict(cfg):  # so that ${hydra:runtime.output_dir} resolves
+            cfg.hydra.runtime.output_dir = str(Path.cwd() / "outputs" / "compose")
+            cfg.hydra.job.num = 0
+        HydraConfig.instance().set_config(cfg)
+        return cfg
+
+    cfg = raw(overrides)
+    choices = {k: v for k, v in cfg.hydra.runtime.choices.items() if isinstance(v, str)}
+    return finalize(cfg, overrides, choices, raw, conf_dir)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """`python -m seqbench.compose model=lstm data=sst2`: the config a run would use, recipe applied,
+    without running it (Hydra's own `--cfg job` prints the composition before the recipe)."""
+    import sys
+
+    from seqbench.entry import register_resolvers
+
+    register_resolvers()
+    cfg = compose_final(list(sys.argv[1:] if argv is None else argv))
+    with_hydra = OmegaConf.to_container(cfg, resolve=False)
+    with_hydra.pop("hydra", None)
+    print(f"# {describe(cfg)}")
+    print(OmegaConf.to_yaml(OmegaConf.create(with_hydra)), end="")
+
+
+if __name__ == "__main__":
+    main()

@@ -28,13 +28,14 @@ import argparse
 import sys
 from pathlib import Path
 
+from omegaconf.errors import OmegaConfBaseException
 from torch import nn
 
 from seqbench.data.spec import TaskSpec
 from seqbench.errors import UserError
 
 # family groups whose presets leave the data to their experiment: the data that experiment uses
-GROUP_DATA = {"probe": ["data=copy"]}
+GROUP_DATA = {"probe": ["data=copy"], "pretraining": ["data=sst2"]}  # groups whose presets pick no data
 COMPONENTS = ("embeddings", "positions", "recurrent", "attention", "ffn", "norms", "output")
 
 
@@ -123,6 +124,8 @@ def _row(preset: str, build, data: str) -> dict:
         model = build()
     except UserError as exc:  # a family that does not pose an LM (an image model, ...)
         return {"preset": preset, "data": data, "error": str(exc)}
+    except OmegaConfBaseException as exc:  # e.g. family/pretraining/*: ${pretrained.*} comes from an experiment
+        return {"preset": preset, "data": data, "error": f"needs a value only an experiment sets: {exc}".split("\n")[0]}
     counts = components(model)
     return {"preset": preset, "data": data, **counts, "total": model.num_params(), "tied": tied(model)}
 

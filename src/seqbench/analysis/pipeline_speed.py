@@ -98,14 +98,14 @@ def reference_cli(reference: Path, data_dir: str, batches: int, workdir: Path) -
     return sum(times[1:]) / len(times[1:])  # the first interval holds start-up costs
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--batches", type=int, default=400)
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--reference", type=Path, help="path to pytorch/examples/word_language_model")
     parser.add_argument("--data-dir", default=os.environ.get("SEQBENCH_DATA_DIR", str(ROOT / "data")))
     parser.add_argument("--out", type=Path, default=ROOT / "outputs" / "bench" / "pipeline_speed.csv")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
 
     rows = []
     with tempfile.TemporaryDirectory() as tmp:

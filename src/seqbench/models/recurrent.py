@@ -54,7 +54,7 @@ class RecurrentModel(SeqModel):
         scheduler_monitor: str | None = None,
         cell: Literal["rnn", "lstm", "gru"] = "lstm",
         nonlinearity: Literal["tanh", "relu"] = "tanh",
-        embedding_size: int = 200,
+        embedding_size: int | None = None,
         hidden_size: int = 200,
         num_layers: int = 2,
         dropout: float = 0.0,
@@ -78,6 +78,9 @@ class RecurrentModel(SeqModel):
         self.save_hyperparameters(ignore=["spec", "optimizer", "scheduler"])
         self.pooling = pooling
         self._state: dict[str, object] = {}
+        # Unset, the embedding is as wide as the hidden state, so `model.hidden_size=400` alone keeps
+        # weight tying (which needs the two equal) working instead of failing on a size mismatch.
+        embedding_size = embedding_size or hidden_size
         if spec.task != "lm":
             warn_if_lm_recipe(optimizer, spec.task)
         if spec.task == "lm":
@@ -208,12 +211,12 @@ class RecurrentModel(SeqModel):
 def warn_if_lm_recipe(optimizer: Callable, task: str) -> None:
     """Say so when a non-LM task trains with the family's defaults, the PTB recipe (SGD at lr 20).
 
-    Hydra cannot pick a family's optimizer by the data it meets (a default chosen by `${data}` may not
-    override groups), so the recipes that work on other tasks are presets; this line points at them
-    instead of letting `model=lstm data=mnist` quietly train at a language model's learning rate.
+    Every task has its recipe (conf/recipe/<task>/<cell>.yaml, chosen by seqbench.compose), so this
+    happens only with `recipe=none` or a hand-made optimizer: the line keeps such a run from quietly
+    training a classifier at a language model's learning rate.
     """
     lr = getattr(optimizer, "keywords", {}).get("lr")
     if getattr(optimizer, "func", None) is torch.optim.SGD and lr is not None and lr >= 1:
         log.warning(f"model/optimizer=sgd with lr={lr} is the recurrent family's language-model recipe, not one "
-                    f"for {task}: use a preset (+family=mnist/lstm_rows, +family=multi30k/bahdanau, "
-                    "experiment=sst2_bilstm, experiment=conll_bilstm_crf) or model/optimizer=adam.")
+                    f"for {task}: drop recipe=none (conf/recipe/ holds a recipe per task and family), or choose "
+                    "model/optimizer=adam.")

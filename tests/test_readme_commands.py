@@ -1,0 +1,195 @@
+"""The README's commands work as written: a README line that no longer composes fails the suite.
+
+Every `python src/train.py ...` line of the README (code blocks and the results table) is composed as
+`src/train.py` composes it — recipe and debug bounds included — and checked as a run checks it
+before any work (options, types, model/data pair, checkpoint path); a sweep (`-m`) is expanded one
+axis at a time, the experiment's own sweep axes included. A handful run end to end with
+`debug=fast`. Every `python -m seqbench...` line names a module whose command line accepts the
+README's flags, and those that need no earlier run also run with their smallest arguments.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import re
+import shlex
+from pathlib import Path
+
+import pytest
+from omegaconf import OmegaConf
+
+from conftest import ROOT, compose_cfg, run_cli
+from seqbench.config_check import check_config
+
+README = (ROOT / "README.md").read_text(encoding="utf-8")
+PLACEHOLDER = re.compile(r"<[^<>]+>")
+
+
+def _commands() -> list[str]:
+    """Command lines of the README: code-block lines (continuations joined) and inline `python ...` spans."""
+    lines = []
+    for block in re.findall(r"```(?:bash)?\n(.*?)```", README, flags=re.S):
+        for line in block.replace("\\\n", " ").splitlines():
+            line = re.sub(r"\s+#.*$", "", line).strip()
+            if line.startswith(("python ", ".venv/bin/python ", "bash scripts/train.sh")):
+                lines.append(line)
+    spans = (" ".join(span.split()) for span in re.findall(r"`(python [^`]+)`", README))
+    lines += [span for span in spans if span not in lines]
+    return lines
+
+
+def _train_args(line: str) -> list[str] | None:
+    words = shlex.split(line)
+    if words[:2] == ["bash", "scripts/train.sh"]:
+        return ["model=lstm", "data=ptb", *words[2:]]
+    if len(words) > 1 and words[1] == "src/train.py":
+        return words[2:]
+    return None
+
+
+TRAIN_LINES = [line for line in _commands() if _train_args(line) is not None]
+MODULE_LINES = [line for line in _commands() if line.startswith("python -m seqbench")]
+
+
+def _fill(args: list[str], tmp_path: Path) -> list[str]:
+    """Placeholders (`<ckpt>`, `<run>`, ...) become files that exist; `a|b` alternatives take the first."""
+    out = []
+    for arg in args:
+        if PLACEHOLDER.search(arg):
+            key, _, value = arg.partition("=")
+            path = tmp_path / PLACEHOLDER.sub("x", value).replace("/", "_")
+            path.touch()
+            arg = f"{key}={path}"
+        out.append(arg)
+    return out
+
+
+def _sweep_jobs(args: list[str], tmp_path: Path) -> list[list[str]]:
+    """The jobs of a multirun, one sweep axis at a time (the command line's and the experiment's)."""
+    if "-m" not in args and "--multirun" not in args:
+        return [args]
+    args = [a for a in args if a not in ("-m", "--multirun")]
+    axes = {}
+    for i, arg in enumerate(args):
+        key, _, value = arg.partition("=")
+        if "," in value and not value.startswith(("[", "'", '"')):
+            axes[i] = value.split(",")
+    base = [f"{a.partition('=')[0]}={axes[i][0]}" if i in axes else a for i, a in enumerate(args)]
+    jobs = [base] + [[*base[:i], f"{base[i].partition('=')[0]}={v}", *base[i + 1:]]
+                     for i, values in axes.items() for v in values[1:]]
+    experiment_axes = OmegaConf.select(compose_cfg(base, tmp_path), "hydra.sweeper.params") or {}
+    for key, values in experiment_axes.items():
+        if any(a.lstrip("+").partition("=")[0] == key.lstrip("+") for a in base):
+            continue  # the command line chose this axis itself
+        if "(" in str(values):
+            continue  # an Optuna search space (interval(...), choice(...)): the base job composes it
+        jobs += [[*base, f"{key}={v}"] for v in str(values).split(",")]
+    return jobs
+
+
+@pytest.mark.parametrize("line", TRAIN_LINES)
+def test_every_readme_training_line_composes_and_passes_the_checks(line, tmp_path):
+    for job in _sweep_jobs(_fill(_train_args(line), tmp_path), tmp_path):
+        if any(a.startswith("experiment=pretraining") for a in job):  # its checkpoints come from two earlier runs
+            job = [*job, f"pretrained.bert={tmp_path / 'bert.ckpt'}", f"pretrained.gpt={tmp_path / 'gpt.ckpt'}"]
+        cfg = compose_cfg(job, tmp_path)
+        check_config(cfg, {k: v for k, v in cfg.hydra.runtime.choices.items() if isinstance(v, str)})
+
+
+def test_the_readme_has_the_lines_these_tests_read():
+    assert len(TRAIN_LINES) >= 30 and len(MODULE_LINES) >= 10
+    assert "python src/train.py model=lstm data=ptb" in TRAIN_LINES
+
+
+@pytest.mark.parametrize("line", MODULE_LINES)
+def test_every_readme_module_line_names_a_command_that_takes_its_flags(line, capsys):
+    words = shlex.split(PLACEHOLDER.sub("x", line))
+    module = importlib.import_module(words[2])
+    main = getattr(module, "main", None)
+    assert callable(main), f"{words[2]} has no main()"
+    with pytest.raises(SystemExit) as exit_:
+        main(["--help"])
+    assert exit_.value.code == 0
+    usage = capsys.readouterr().out
+    for flag in (w.split("=")[0] for w in words[3:] if w.startswith("--")):
+        assert flag in usage, f"`{line}`: {words[2]} has no option {flag}"
+
+
+# -- the lines that fail as written were fixed; each runs end to end ------------------------------
+def _metrics(tmp_path: Path) -> dict:
+    return json.loads(next(tmp_path.glob("runs/*/metrics.json")).read_text())
+
+
+def test_a_wider_recurrent_lm_keeps_its_tied_weights(tmp_path):
+    """`model=gru data=ptb model.hidden_size=400`: the embedding follows the hidden size when unset."""
+    r = run_cli(["model=gru", "data=ptb", "model.hidden_size=400", "trainer.max_epochs=10", "debug=fast",
+                 "trainer.limit_train_batches=2", "trainer.limit_val_batches=1", "trainer.limit_test_batches=1"],
+                tmp_path)
+    assert r.returncode == 0, r.stderr[-2000:]
+    config = OmegaConf.load(next(tmp_path.glob("runs/*/.hydra/config.yaml")))
+    assert config.model.hidden_size == 400 and config.model.embedding_size is None and config.model.tie_weights
+
+
+def test_a_user_corpus_path_is_read_from_where_the_command_runs(tmp_path):
+    (tmp_path / "my").mkdir()
+    for name in ("train", "valid"):
+        (tmp_path / "my" / f"{name}.txt").write_text("the cat sat on the mat\nthe dog sat\n" * 30)
+    r = run_cli(["data=text", "data.train_file=my/train.txt", "data.valid_file=my/valid.txt", "data.level=char",
+                 "model.hidden_size=16", "debug=fast"], tmp_path)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert _metrics(tmp_path)["status"] == "completed"
+    missing = run_cli(["data=text", "data.train_file=nowhere.txt", "data.valid_file=my/valid.txt", "debug=fast"],
+                      tmp_path)
+    assert missing.returncode == 1 and "data.train_file=nowhere.txt was found neither in" in missing.stderr
+    assert "Traceback" not in missing.stderr
+
+
+def test_debug_fast_bounds_every_preset_and_experiment(tmp_path):
+    """A preset's own steps (`max_steps: 2000`, 20 epochs, validation every 250 steps) never outlast
+    `debug=fast`: at most 5 training batches of one epoch, whatever the preset."""
+    conf = ROOT / "conf"
+    presets = [f"+family={p.parent.name}/{p.stem}" for p in sorted((conf / "family").glob("*/*.yaml"))]
+    presets += [f"experiment={p.stem}" for p in sorted((conf / "experiment").glob("*.yaml"))]
+    for preset in presets:
+        cfg = compose_cfg([preset, "debug=fast", "++pretrained.bert=x", "++pretrained.gpt=x"]
+                          if "pretraining" in preset else [preset, "debug=fast"], tmp_path)
+        t = cfg.trainer
+        assert (t.max_epochs, t.limit_train_batches, t.max_steps, t.val_check_interval) == (1, 5, -1, None), preset
+    cfg = compose_cfg(["+family=shakespeare/gpt", "debug=fast", "trainer.limit_train_batches=7"], tmp_path)
+    assert cfg.trainer.limit_train_batches == 7  # the command line still wins over the debug mode
+
+
+def test_a_preset_under_debug_fast_trains_five_steps(tmp_path):
+    r = run_cli(["+family=shakespeare/gpt", "debug=fast"], tmp_path)
+    assert r.returncode == 0, r.stderr[-2000:]
+    history = (next(tmp_path.glob("runs/*/csv/metrics.csv"))).read_text().splitlines()
+    steps = {int(float(row.split(",")[history[0].split(",").index("step")])) for row in history[1:]}
+    assert max(steps) <= 5
+
+
+# -- analysis commands with their smallest arguments ---------------------------------------------
+def test_matrix_and_model_size_run_as_written(capsys):
+    from seqbench.analysis import matrix, model_size
+
+    matrix.main([])
+    assert "| task: data |" in capsys.readouterr().out
+    text = model_size.main(["--families", "pretraining", "probe"])  # the groups that crashed the default walk
+    assert "family=pretraining/bert_pretrained: not built (needs a value only an experiment sets" in text
+    assert "| family=probe/lstm |" in text
+
+
+@pytest.mark.slow
+def test_model_size_walks_every_preset_by_default(capsys):
+    from seqbench.analysis import model_size
+
+    text = model_size.main([])
+    built = [line for line in text.splitlines() if line.startswith("| family=")]
+    assert len(built) >= 30, text
+
+
+def test_gradient_flow_runs_with_its_smallest_arguments(tmp_path):
+    from seqbench.analysis import gradient_flow
+
+    result = gradient_flow.main(["--T", "12", "--n", "2", "--out", str(tmp_path), "--wandb", "disabled"])
+    assert result and any(tmp_path.glob("*.png"))

@@ -14,6 +14,7 @@ import json
 import logging
 import math
 import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -27,6 +28,7 @@ from hydra.errors import InstantiationException
 from lightning.pytorch.callbacks import ProgressBar
 
 from seqbench.callbacks import RunStats
+from seqbench.compose import describe as describe_recipe
 from seqbench.config_check import check_config
 from seqbench.errors import ConfigError, UserError
 
@@ -74,10 +76,14 @@ def instantiate_list(node: DictConfig | None, where: str) -> list:
 
 def make_trainer(cfg: DictConfig) -> L.Trainer:
     callbacks = instantiate_list(cfg.get("callbacks"), "callbacks")
-    if not cfg.trainer.get("enable_progress_bar", True):  # so trainer.enable_progress_bar=false just works
+    # A progress bar redraws a terminal line; written to a file it is noise (ProgressLog's lines are
+    # what a log file needs), so it is shown only when the output is a terminal.
+    bar = cfg.trainer.get("enable_progress_bar", True) and sys.stdout.isatty()
+    if not bar:
         callbacks = [c for c in callbacks if not isinstance(c, ProgressBar)]
     loggers = instantiate_list(cfg.get("logger"), "logger")
-    return instantiate(cfg.trainer, "trainer", callbacks=callbacks, logger=loggers or False)
+    return instantiate(cfg.trainer, "trainer", callbacks=callbacks, logger=loggers or False,
+                       enable_progress_bar=bar)
 
 
 def build(cfg: DictConfig, choices: dict | None = None):
@@ -97,6 +103,7 @@ def train(cfg: DictConfig, output_dir: Path, choices: dict | None = None, overri
     metrics: dict[str, Any] = {"status": "running", "overrides": " ".join(overrides or [])}
     metrics_path = output_dir / "metrics.json"
     try:
+        log.info(describe_recipe(cfg))
         if cfg.get("seed") is not None:
             L.seed_everything(cfg.seed, workers=True)
         torch.set_float32_matmul_precision(cfg.get("matmul_precision", "high"))

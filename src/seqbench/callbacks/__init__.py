@@ -3,6 +3,7 @@
 from seqbench.callbacks.alignment_maps import AlignmentMaps
 from seqbench.callbacks.baseline import ProbeBaseline
 from seqbench.callbacks.learning_curve import LearningCurve
+from seqbench.callbacks.progress_log import ProgressLog
 from seqbench.callbacks.run_stats import RunStats
 
-__all__ = ["AlignmentMaps", "LearningCurve", "ProbeBaseline", "RunStats"]
+__all__ = ["AlignmentMaps", "LearningCurve", "ProbeBaseline", "ProgressLog", "RunStats"]

@@ -98,6 +98,42 @@ def _expected(hint) -> str:
     return _describe(hint)
 
 
+# Ranges of the numeric options a user sets, by option name: a negative batch size or a dropout of 1.5
+# would otherwise fail minutes later inside PyTorch, or train silently wrong. `None` is judged by the
+# type hints above (it means "unset" wherever it is allowed).
+_POSITIVE_INTS = {
+    "T", "batch_size", "eval_batch_size", "bptt", "context", "d_model", "d_ff", "d_kv", "n_layer", "n_dec_layer",
+    "n_head", "num_layers", "hidden_size", "embedding_size", "attention_size", "char_embedding_size", "hidden",
+    "head_hidden", "states", "beam_size", "val_beam_size", "copy_length", "num_symbols", "num_pairs", "num_keys",
+    "num_values", "patch_size", "max_len", "max_train_len", "max_word_len", "vocab_size", "tgt_vocab_size",
+    "bpe_vocab", "tokenizer_vocab", "max_vocab", "bucket_pool", "num_buckets", "max_distance", "sentinels",
+    "convs_per_block", "train_size", "val_size", "test_size", "max_pairs", "eval_stride", "min_freq",
+}
+_RANGES: list[tuple[typing.Callable[[str], bool], typing.Callable[[float], bool], str]] = [
+    (lambda k: k in _POSITIVE_INTS, lambda v: v >= 1, "at least 1"),
+    (lambda k: k == "dropout" or k.endswith("_dropout"), lambda v: 0 <= v < 1, "in [0, 1)"),
+    (lambda k: k in {"label_smoothing", "unk_replace", "noise_density", "min_ratio"}, lambda v: 0 <= v < 1,
+     "in [0, 1)"),
+    (lambda k: k in {"mask_prob", "factor"}, lambda v: 0 < v <= 1, "in (0, 1]"),
+    (lambda k: k == "teacher_forcing", lambda v: 0 <= v <= 1, "in [0, 1]"),
+    (lambda k: k in {"lr", "mean_span", "init_std"}, lambda v: v > 0, "positive"),
+    (lambda k: k in {"weight_decay", "warmup_steps", "max_len_a", "max_len_b", "length_penalty", "init_range",
+                     "char_features", "shift", "num_workers", "start_epoch", "patience", "aux_lm_weight",
+                     "emission_smoothing", "transition_smoothing", "val_bleu_every_n_epochs"},
+     lambda v: v >= 0, "0 or more"),
+]
+
+
+def check_range(where: str, value) -> None:
+    """One sentence when a numeric option is outside the values it can take."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return
+    key = where.rsplit(".", 1)[-1]
+    for applies, ok, expected in _RANGES:
+        if applies(key) and not ok(value):
+            raise ConfigError(f"{where} must be {expected}, got {value!r}.")
+
+
 def check_node(node: DictConfig, path: str) -> None:
     """Check one instantiable node (and nested ones) against its target's signature."""
     target = node.get("_target_")
@@ -129,6 +165,7 @@ def check_node(node: DictConfig, path: str) -> None:
         verdict = _matches(value, hints.get(key, inspect.Parameter.empty))
         if verdict is False:
             raise ConfigError(f"{where} must be {_expected(hints[key])}, got {value!r}.")
+        check_range(where, value)
     if not node.get("_partial_", False) and inspect.isclass(obj):
         own = inspect.signature(obj).parameters  # a parent's required args are the child's business
         required = [n for n, p in own.items() if p.default is p.empty and n not in node and n != "spec"
@@ -143,13 +180,18 @@ def check_compatible(cfg: DictConfig, choices: dict | None = None) -> None:
     model_cls = _target("model", cfg.model._target_)
     task = getattr(data_cls, "task", None)
     supported = model_cls.supported_tasks() if hasattr(model_cls, "supported_tasks") else ()
+    choices = choices or {}
+    model = choices.get("model") or model_cls.__name__
+    data = choices.get("data") or data_cls.__name__
     if task not in supported:
-        choices = choices or {}
-        model = choices.get("model") or model_cls.__name__
-        data = choices.get("data") or data_cls.__name__
         raise ConfigError(
             f"model={model} cannot be trained on data={data}: the data poses the task {task!r}, and the "
             f"{model_cls.__name__} family supports {', '.join(supported) or 'no task'}."
+        )
+    if task in getattr(model_cls, "needs_words", ()) and not getattr(data_cls, "serves_words", False):
+        raise ConfigError(
+            f"model={model} reads the words of a {task} corpus, and data={data} serves token ids only; use a "
+            f"sentence corpus (data=sst2, data=conll2003)."
         )
 
 

@@ -43,21 +43,40 @@ def _chain(conf: Path, name: str) -> list:
 
 def corpora(conf: Path = CONF) -> dict[str, str]:
     """Each data yaml with the task its DataModule poses."""
-    return {p.stem: get_class(OmegaConf.load(p)._target_).task for p in sorted((conf / "data").glob("*.yaml"))}
+    return {p.stem: data_class(conf, p.stem).task for p in sorted((conf / "data").glob("*.yaml"))}
+
+
+def data_class(conf: Path, name: str) -> type:
+    return get_class(OmegaConf.load(conf / "data" / f"{name}.yaml")._target_)
+
+
+def supports(model_cls: type, data_cls: type) -> bool:
+    """The pair runs: the family implements the data's task and, where it reads words on that task
+    (BERT, the HMM tagger), the data serves words — the rule `config_check.check_compatible` enforces."""
+    task = data_cls.task
+    if task not in model_cls.supported_tasks():
+        return False
+    return task not in getattr(model_cls, "needs_words", ()) or getattr(data_cls, "serves_words", False)
+
+
+def pairs(conf: Path = CONF) -> list[tuple[str, str]]:
+    """Every (model, data) the README marks with a ✓; tests/test_matrix_pairs.py trains a step of each."""
+    models = families(conf)
+    return [(m, d) for d in corpora(conf) for m, cls in models.items() if supports(cls, data_class(conf, d))]
 
 
 def markdown(conf: Path = CONF) -> str:
-    models, datas = families(conf), corpora(conf)
-    by_task: dict[str, list[str]] = {}
-    for data, task in datas.items():
-        by_task.setdefault(task, []).append(data)
-    tasks = sorted(by_task)
+    models = families(conf)
+    rows: dict[tuple[str, bool], list[str]] = {}  # (task, serves words) -> corpora
+    for data, task in corpora(conf).items():
+        rows.setdefault((task, getattr(data_class(conf, data), "serves_words", False)), []).append(data)
     lines = ["| task: data | " + " | ".join(f"`{m}`" for m in models) + " |",
              "|---|" + "---|" * len(models)]
-    for task in tasks:
-        cells = ["✓" if task in cls.supported_tasks() else "" for cls in models.values()]
-        names = ", ".join(f"`{d}`" for d in by_task[task])
-        lines.append(f"| {task}: {names} | " + " | ".join(cells) + " |")
+    for (task, words), datas in sorted(rows.items()):
+        cells = ["✓" if supports(cls, data_class(conf, datas[0])) else "" for cls in models.values()]
+        kind = " (words)" if words else (" (token ids)" if (task, True) in rows else "")
+        names = ", ".join(f"`{d}`" for d in datas)
+        lines.append(f"| {task}{kind}: {names} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 

@@ -52,6 +52,7 @@ class WordTokenizer:
 
 class SentenceDataModule(L.LightningDataModule):
     task = "classification"  # or "tagging"
+    serves_words = True  # batches carry the words themselves, not only their ids (BERT, the HMM tagger read them)
     corpus = "corpus"
 
     def __init__(self, data_dir: str, batch_size: int = 32, eval_batch_size: int = 128, download: bool = True,

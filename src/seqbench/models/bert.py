@@ -35,6 +35,10 @@ from seqbench.nn.bert import BertBackbone, BertConfig, PretrainingHeads
 
 
 class BertModel(SeqModel):
+    #: tasks on which the family reads the words (to cut them into its WordPiece pieces): a corpus of
+    #: bare token ids (the synthetic probes) cannot pose them to it (seqbench.config_check)
+    needs_words = ("classification", "tagging")
+
     def __init__(self, spec: TaskSpec, optimizer: Callable, scheduler: Callable | None = None,
                  scheduler_interval: str = "step", scheduler_monitor: str | None = None,
                  n_layer: int = 2, n_head: int = 4, d_model: int = 128, context: int = 128, dropout: float = 0.1,

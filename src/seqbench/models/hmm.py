@@ -28,6 +28,8 @@ from seqbench.nn.hmm import HMMLanguageModel, HMMTagger
 
 
 class HMMModel(SeqModel):
+    needs_words = ("tagging",)  # the supervised tagger's emissions are over the corpus's words
+
     lm_batching = "stream"
 
     def __init__(self, spec: TaskSpec, optimizer: Callable, scheduler: Callable | None = None,

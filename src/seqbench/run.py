@@ -113,7 +113,8 @@ def train(cfg: DictConfig, output_dir: Path, choices: dict | None = None, overri
             logger.log_hyperparams({"params": params, "params_non_embedding": metrics["params_non_embedding"],
                                     "family": family, **OmegaConf.to_container(cfg, resolve=True)})
         if cfg.get("train", True):
-            trainer.fit(model, datamodule=datamodule, ckpt_path=cfg.get("ckpt_path"))
+            # weights_only: Lightning reads the checkpoint with torch's safe unpickler (seqbench.checkpoints)
+            trainer.fit(model, datamodule=datamodule, ckpt_path=cfg.get("ckpt_path"), weights_only=True)
         metrics.update({k: v for k, v in trainer.callback_metrics.items()})
         ckpt = trainer.checkpoint_callback
         if ckpt is not None and ckpt.best_model_score is not None:
@@ -124,7 +125,7 @@ def train(cfg: DictConfig, output_dir: Path, choices: dict | None = None, overri
             best = trainer.checkpoint_callback.best_model_path if trainer.checkpoint_callback else ""
             if cfg.get("train", True) and not best:
                 log.warning("no best checkpoint was saved; testing the current weights")
-            results = trainer.test(model, datamodule=datamodule, ckpt_path=best or None)
+            results = trainer.test(model, datamodule=datamodule, ckpt_path=best or None, weights_only=True)
             metrics.update(results[0] if results else {})
             metrics.update(getattr(model.task, "summary", dict)())  # e.g. translation: BLEU signatures
             metrics["tested_checkpoint"] = best or None

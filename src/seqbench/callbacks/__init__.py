@@ -4,5 +4,6 @@ from seqbench.callbacks.alignment_maps import AlignmentMaps
 from seqbench.callbacks.baseline import ProbeBaseline
 from seqbench.callbacks.learning_curve import LearningCurve
 from seqbench.callbacks.run_stats import RunStats
+from seqbench.callbacks.validation_samples import ValidationSamples
 
-__all__ = ["AlignmentMaps", "LearningCurve", "ProbeBaseline", "RunStats"]
+__all__ = ["AlignmentMaps", "LearningCurve", "ProbeBaseline", "RunStats", "ValidationSamples"]

@@ -14,8 +14,11 @@ import torch
 
 def first_rows(batch: dict, n: int) -> dict:
     """The first `n` examples of a padded batch: tensors and lists whose first dimension is the batch."""
-    size = next(len(v) for v in batch.values() if isinstance(v, (torch.Tensor, list)) and len(v))
-    return {k: v[:n] if isinstance(v, (torch.Tensor, list)) and len(v) == size else v for k, v in batch.items()}
+    def rows(v) -> int | None:
+        return len(v) if isinstance(v, list) or (isinstance(v, torch.Tensor) and v.dim()) else None
+
+    size = next(r for r in map(rows, batch.values()) if r)
+    return {k: v[:n] if rows(v) == size else v for k, v in batch.items()}
 
 
 def text_of(batch: dict, i: int, tokenizer) -> str:

@@ -46,8 +46,9 @@ def test_written_checkpoints_load_with_weights_only(run, tmp_path):
     assert {p.name for p in written} >= {"last.ckpt"} and any(p.name.startswith("best-") for p in written)
     # in a fresh interpreter that imported torch only: no allowlist that seqbench, Lightning or a
     # test registered with torch.serialization.add_safe_globals can help
-    out = subprocess.run([sys.executable, "-c", "import sys, torch\nfor p in sys.argv[1:]: torch.load(p, weights_only=True)",
-                          *map(str, written)], capture_output=True, text=True, timeout=300)
+    load_all = "import sys, torch\nfor p in sys.argv[1:]: torch.load(p, weights_only=True)"
+    out = subprocess.run([sys.executable, "-c", load_all, *map(str, written)], capture_output=True, text=True,
+                         timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]
     for path in written:
         ckpt = torch.load(path, map_location="cpu", weights_only=True)

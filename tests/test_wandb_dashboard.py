@@ -162,8 +162,8 @@ def test_mlm_samples_show_the_masked_pieces_and_the_guesses(tmp_path):
     from seqbench.data.streams import IGNORE_INDEX
 
     model, batch = _first_val_batch(["model=bert", "data=pretrain_text", "model.n_layer=1", "model.n_head=2",
-                                     "model.d_model=16", "data.source=sst2", "data.max_pairs=100", "data.vocab_size=300"],
-                                    tmp_path)
+                                     "model.d_model=16", "data.source=sst2", "data.max_pairs=100",
+                                     "data.vocab_size=300"], tmp_path)
     with torch.no_grad():
         columns, rows = model.task.samples(model, batch, 5)
     assert columns[:3] == ["input", "masked pieces", "predicted pieces"] and len(rows) == 5

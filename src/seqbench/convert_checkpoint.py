@@ -48,7 +48,8 @@ def convert(source: Path, target: Path) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+    parser = argparse.ArgumentParser(prog="python -m seqbench.convert_checkpoint",
+                                     description=__doc__.split("\n\n")[0],
                                      epilog="Loading the source runs any code it names: convert only files you trust.")
     parser.add_argument("source", type=Path, help="the checkpoint to convert (a file you trust)")
     parser.add_argument("target", type=Path, help="where to write the plain-data checkpoint")
@@ -56,8 +57,9 @@ def main(argv: list[str] | None = None) -> None:
     changed = convert(args.source, args.target)
     for line in changed:
         print(f"converted {line}")
-    print(f"wrote {args.target} ({'nothing needed converting' if not changed else f'{len(changed)} values converted'});"
-          f" it loads with torch.load(weights_only=True)")
+    done = f"{len(changed)} value{'s' if len(changed) != 1 else ''} converted" if changed else \
+        "nothing needed converting: the source loads safely as it is"
+    print(f"wrote {args.target} ({done}); it loads with torch.load(weights_only=True)")
 
 
 if __name__ == "__main__":

@@ -110,7 +110,8 @@ class Translation(nn.Module):
         batch = first_rows(batch, n)
         hypotheses = self.translate(model, batch, "val")
         raw = self.options.get("bleu", True)  # else span corruption: the batch's own text is what was read
-        sources, references = (self.options.get(key, {}).get("val") if raw else None for key in ("sources", "references"))
+        sources, references = (self.options.get(key, {}).get("val") if raw else None
+                               for key in ("sources", "references"))
         src_tok, tgt_tok = self.options.get("src_tokenizer", self.spec.tokenizer), self.spec.tokenizer
         rows = []
         for b, i in enumerate(batch["index"].tolist()):

@@ -30,6 +30,7 @@ def _csv_column(run_dir, name: str) -> list[float]:
 
 @pytest.mark.skipif(not (DATA_DIR / "ptb").is_dir(), reason="PTB not in SEQBENCH_DATA_DIR")
 def test_offline_run_holds_best_values_panel_keys_samples_and_checkpoints(tmp_path, monkeypatch):
+    monkeypatch.setenv("WANDB_DATA_DIR", str(tmp_path / "wandb-data"))  # staged artifact copies stay in tmp
     summary = RunStats.summary  # the FLOPs counter is another helper's: stand in for its metric
     monkeypatch.setattr(RunStats, "summary", lambda self, *a, **k: {**summary(self, *a, **k), "train/flops": 1.5e9})
     cfg = compose_cfg(WANDB + TINY_RNN + ["+family=ptb/gru", "trainer.max_epochs=3", "logger.wandb.log_model=true",
@@ -68,6 +69,8 @@ def test_offline_run_holds_best_values_panel_keys_samples_and_checkpoints(tmp_pa
     models = {json.loads(a.metadata)["original_filename"]: set(a.aliases) for a in run.artifacts if a.type == "model"}
     best = metrics["tested_checkpoint"].rsplit("/", 1)[-1]
     assert best.startswith("best-") and models[best] >= {"best"} and "last.ckpt" in models
+    staged = [c.local_path for a in run.artifacts if a.type == "model" for c in a.manifest.contents]
+    assert staged and all(p.startswith(str(tmp_path)) for p in staged)  # what `wandb sync` uploads
 
 
 def test_log_model_is_off_by_default_and_nothing_is_uploaded(tmp_path):

@@ -28,7 +28,7 @@ def test_the_tested_checkpoint_holds_the_weights_that_were_validated(cfg_factory
     metrics = train(cfg, tmp_path, choices={"model": "lstm", "data": "sst2"})
     assert metrics["status"] == "completed"
     best = metrics["tested_checkpoint"]
-    ckpt = torch.load(best, map_location="cpu", weights_only=False)
+    ckpt = torch.load(best, map_location="cpu", weights_only=True)
     average, raw = ckpt["state_dict"], ckpt["current_model_state"]
     assert any(not torch.equal(average[k], raw[k]) for k in average)  # an average, not a copy
 

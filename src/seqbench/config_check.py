@@ -18,6 +18,7 @@ from hydra.utils import get_class, get_method
 from omegaconf import DictConfig, ListConfig, OmegaConf
 from omegaconf.errors import InterpolationResolutionError, MissingMandatoryValue
 
+from seqbench.checkpoints import check_checkpoint
 from seqbench.errors import ConfigError
 
 _HYDRA_KEYS = {"_target_", "_partial_", "_recursive_", "_convert_", "_args_"}
@@ -201,6 +202,17 @@ def check_ckpt_path(ckpt_path: str | None) -> None:
             f"ckpt_path={ckpt_path} does not exist (looked from {os.getcwd()}); give the path of a .ckpt "
             f"file of an earlier run, e.g. outputs/runs/<run>/checkpoints/last.ckpt."
         )
+    check_checkpoint(ckpt_path, f"ckpt_path={ckpt_path}")
+
+
+def check_checkpoint_options(cfg: DictConfig) -> None:
+    """Every checkpoint the run will read is readable without running code from it (seqbench.checkpoints);
+    a missing file is left to the option's own loader, whose sentence says what to give."""
+    check_ckpt_path(cfg.get("ckpt_path"))
+    for option in ("model.pretrained", "data.tokenizer_from"):
+        path = OmegaConf.select(cfg, option, default=None)
+        if isinstance(path, str) and not path.endswith(".json"):
+            check_checkpoint(path, f"{option}={path}")
 
 
 def check_config(cfg: DictConfig, choices: dict | None = None) -> None:
@@ -211,4 +223,4 @@ def check_config(cfg: DictConfig, choices: dict | None = None) -> None:
         if cfg.get(group):
             check_node(cfg[group], group)
     check_compatible(cfg, choices)
-    check_ckpt_path(cfg.get("ckpt_path"))
+    check_checkpoint_options(cfg)

@@ -1,4 +1,4 @@
-"""What the Hydra entry points share: resolvers, one-sentence errors, and sweep-safe failures.
+"""What the entry points share: resolvers, one-sentence errors, and sweep-safe failures.
 
 A `UserError` in a single run prints its sentence and exits with status 1 — no traceback. In a
 multirun the exception is re-raised for Hydra to record as that job's failure (its `metrics.json`
@@ -61,5 +61,14 @@ def guarded(fn, *args, multirun: bool, **kwargs):
     except UserError as exc:
         if multirun:
             raise
+        print(f"Error: {exc}", file=sys.stderr)
+        sys.exit(1)
+
+
+def run_command(main, argv: list[str] | None = None) -> None:
+    """A `python -m seqbench...` command: a UserError prints its sentence and exits with status 1."""
+    try:
+        main(argv)
+    except UserError as exc:
         print(f"Error: {exc}", file=sys.stderr)
         sys.exit(1)

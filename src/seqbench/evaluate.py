@@ -13,9 +13,9 @@ from pathlib import Path
 
 import hydra
 import lightning as L
-import torch
 from omegaconf import DictConfig, OmegaConf
 
+from seqbench.checkpoints import load_checkpoint
 from seqbench.config_check import check_ckpt_path
 from seqbench.errors import ConfigError
 from seqbench.run import _is_rank_zero, build, write_metrics
@@ -43,7 +43,7 @@ def evaluate(cfg: DictConfig, output_dir: Path) -> dict:
         raise ConfigError(f"split={cfg.split} is not a split; choose valid or test.")
     run_cfg = run_config(cfg)
     datamodule, model = build(run_cfg)
-    state = torch.load(cfg.ckpt_path, map_location="cpu", weights_only=True)
+    state = load_checkpoint(cfg.ckpt_path, f"ckpt_path={cfg.ckpt_path}")
     model.load_state_dict(state["state_dict"])
     trainer: L.Trainer = hydra.utils.instantiate(cfg.trainer, logger=False, enable_checkpointing=False,
                                                  default_root_dir=str(output_dir))

@@ -66,5 +66,7 @@ def wandb_logger(project: str, save_dir: str, name: str | None = None, group: st
     if mode == "offline":
         log.info("W&B is offline (no API key or no network): upload later with `wandb sync %s/wandb/offline-run-*`",
                  save_dir)
+    # the mode goes to wandb.init as it is; Lightning's `offline=True` would only set WANDB_MODE for the
+    # whole process, and refuses log_model, which offline runs keep for `wandb sync` to upload
     return WandbLogger(project=project, name=name, group=group, tags=list(tags or []), save_dir=save_dir,
-                       offline=mode == "offline", mode=mode, entity=entity, log_model=log_model)
+                       mode=mode, entity=entity, log_model=log_model)

@@ -22,7 +22,7 @@ from typing import Any
 import hydra
 import lightning as L
 import torch
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
 from hydra.errors import InstantiationException
 from lightning.pytorch.callbacks import ProgressBar
@@ -30,6 +30,7 @@ from lightning.pytorch.callbacks import ProgressBar
 from seqbench.callbacks import RunStats
 from seqbench.compose import describe as describe_recipe
 from seqbench.config_check import check_config
+from seqbench.dashboard import define_summaries, run_config, write_summary
 from seqbench.errors import ConfigError, UserError
 
 log = logging.getLogger(__name__)
@@ -113,14 +114,16 @@ def train(cfg: DictConfig, output_dir: Path, choices: dict | None = None, overri
         metrics.update(params=params, params_non_embedding=model.num_params(non_embedding=True))
         log.info("%s: %s parameters (%s without embeddings)", type(model).__name__, f"{params:,}",
                  f"{metrics['params_non_embedding']:,}")
+        # `family`: which preset (or model config) this run is, for seqbench.report on a W&B group — the
+        # run name says only `lstm` for the RNN and GRU presets, which differ in model.cell; with corpus,
+        # task, recipe and sizes, the keys a W&B panel is drawn from (seqbench.dashboard)
+        hparams = run_config(cfg, choices, datamodule.spec.task, params, metrics["params_non_embedding"])
         for logger in trainer.loggers:
-            # `family`: which preset (or model config) this run is, for seqbench.report on a W&B group —
-            # the run name says only `lstm` for the RNN and GRU presets, which differ in model.cell
-            family = (choices or {}).get("family") or (choices or {}).get("model")
-            logger.log_hyperparams({"params": params, "params_non_embedding": metrics["params_non_embedding"],
-                                    "family": family, **OmegaConf.to_container(cfg, resolve=True)})
+            logger.log_hyperparams(hparams)
+        define_summaries(trainer, model.task)
         if cfg.get("train", True):
-            trainer.fit(model, datamodule=datamodule, ckpt_path=cfg.get("ckpt_path"))
+            # weights_only: Lightning reads the checkpoint with torch's safe unpickler (seqbench.checkpoints)
+            trainer.fit(model, datamodule=datamodule, ckpt_path=cfg.get("ckpt_path"), weights_only=True)
         metrics.update({k: v for k, v in trainer.callback_metrics.items()})
         ckpt = trainer.checkpoint_callback
         if ckpt is not None and ckpt.best_model_score is not None:
@@ -131,7 +134,7 @@ def train(cfg: DictConfig, output_dir: Path, choices: dict | None = None, overri
             best = trainer.checkpoint_callback.best_model_path if trainer.checkpoint_callback else ""
             if cfg.get("train", True) and not best:
                 log.warning("no best checkpoint was saved; testing the current weights")
-            results = trainer.test(model, datamodule=datamodule, ckpt_path=best or None)
+            results = trainer.test(model, datamodule=datamodule, ckpt_path=best or None, weights_only=True)
             metrics.update(results[0] if results else {})
             metrics.update(getattr(model.task, "summary", dict)())  # e.g. translation: BLEU signatures
             metrics["tested_checkpoint"] = best or None
@@ -140,6 +143,7 @@ def train(cfg: DictConfig, output_dir: Path, choices: dict | None = None, overri
             metrics.update(stats.summary(model))
             metrics["tokens_per_s"] = metrics["train/tokens_per_s"]
         metrics.update(status="completed", device=_device_name(trainer), world_size=trainer.world_size)
+        write_summary(trainer, metrics)
         return metrics
     except BaseException as exc:
         metrics.update(status="failed", error=f"{type(exc).__name__}: {exc}")

@@ -15,11 +15,15 @@ end of fit and logs them to W&B.
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 import torch
 
+from seqbench.checkpoints import check_checkpoint, load_weights
 from seqbench.data.translation import collate
+from seqbench.entry import register_resolvers, run_command
+from seqbench.errors import UserError
 from seqbench.nn.decoding import greedy, max_steps
 
 
@@ -93,19 +97,23 @@ def main(argv: list[str] | None = None) -> None:
     import hydra
     from omegaconf import OmegaConf
 
-    from seqbench.entry import register_resolvers
-
     register_resolvers()
+    best = sorted((args.run / "checkpoints").glob("best-*.ckpt"))
+    if args.ckpt is None and not best:
+        raise UserError(f"{args.run / 'checkpoints'} holds no best-*.ckpt; give a run directory of a finished "
+                        f"translation run, or the checkpoint with --ckpt.")
+    ckpt = args.ckpt or best[-1]
+    what = f"--ckpt {ckpt}" if args.ckpt else None
+    check_checkpoint(ckpt, what)  # before the data is read: a file that would run code is refused first
     cfg = OmegaConf.load(args.run / ".hydra" / "config.yaml")
     # only the data and model nodes: the rest refers to ${hydra:...}, which exists only inside a Hydra job
     datamodule = hydra.utils.instantiate(cfg.data)
     datamodule.setup("fit")
     model = hydra.utils.instantiate(cfg.model, spec=datamodule.spec)
-    ckpt = args.ckpt or sorted((args.run / "checkpoints").glob("best-*.ckpt"))[-1]
-    model.load_state_dict(torch.load(ckpt, map_location="cpu", weights_only=False)["state_dict"])
+    load_weights(model, ckpt, what)
     for path in alignment_figures(model, datamodule, args.indices, args.out or args.run / "alignments"):
         print(path)
 
 
 if __name__ == "__main__":
-    main()
+    run_command(main, sys.argv[1:])

@@ -17,7 +17,9 @@ from pathlib import Path
 
 import torch
 
+from seqbench.checkpoints import load_weights
 from seqbench.data.streams import IGNORE_INDEX
+from seqbench.entry import run_command
 
 
 @torch.no_grad()
@@ -54,7 +56,7 @@ def main(argv: list[str] | None = None) -> dict:
             print(f"no finished {family} job at T={args.T} under {args.runs}; skipped", file=sys.stderr)
             continue
         datamodule, model = build_family(family, args.T)
-        model.load_state_dict(torch.load(checkpoints[family], map_location="cpu", weights_only=True)["state_dict"])
+        load_weights(model, checkpoints[family])
         acc = answer_accuracy(model, datamodule.fixed["val"], datamodule.num_symbols, datamodule.copy_length)
         results[family] = acc
         for name, per in acc.items():
@@ -63,4 +65,4 @@ def main(argv: list[str] | None = None) -> dict:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    run_command(main, sys.argv[1:])

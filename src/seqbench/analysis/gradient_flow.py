@@ -32,7 +32,9 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from seqbench.checkpoints import load_weights
 from seqbench.data.streams import IGNORE_INDEX
+from seqbench.entry import run_command
 
 FAMILIES = ("rnn", "lstm", "gru", "transformer", "gpt")
 
@@ -166,8 +168,7 @@ def measure(families: list[str], T: int, n: int = 64, seed: int = 0, runs: list[
             if family not in checkpoints:
                 print(f"no finished {family} job at T={T} under {runs}; skipped", file=sys.stderr)
                 continue
-            state = torch.load(checkpoints[family], map_location="cpu", weights_only=True)["state_dict"]
-            model.load_state_dict(state)
+            load_weights(model, checkpoints[family])
         model.to(dtype)
         batch = {k: v[:n] for k, v in datamodule.fixed["val"].items()}
         results[family] = by_distance(gradient_norms(model, batch))
@@ -249,4 +250,4 @@ def main(argv: list[str] | None = None) -> dict:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    run_command(main, sys.argv[1:])

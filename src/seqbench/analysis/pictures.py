@@ -26,6 +26,8 @@ from pathlib import Path
 import torch
 from torch import Tensor, nn
 
+from seqbench.checkpoints import load_weights
+from seqbench.entry import run_command
 from seqbench.nn.attention import MultiHeadAttention, attention_mask
 from seqbench.nn.positions import sinusoidal_table
 
@@ -129,7 +131,7 @@ def attention_pictures(runs: Path | list[Path], T: int, families: list[str], out
             print(f"no finished {family} job at T={T} under {runs}; skipped", file=sys.stderr)
             continue
         datamodule, model = build_family(family, T)
-        model.load_state_dict(torch.load(checkpoints[family], map_location="cpu", weights_only=True)["state_dict"])
+        load_weights(model, checkpoints[family])
         model.eval()
         batch = {k: v[:4] for k, v in datamodule.fixed["val"].items()}
         probs = attention_probs(model, lambda: model.tag(batch))
@@ -176,4 +178,4 @@ def main(argv: list[str] | None = None) -> dict[str, Path]:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    run_command(main, sys.argv[1:])

@@ -25,11 +25,15 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 from pathlib import Path
 
 import torch
 from torch import Tensor
 
+from seqbench.checkpoints import load_checkpoint
+from seqbench.entry import run_command
+from seqbench.errors import UserError
 from seqbench.nn.vit import VisionTransformer
 
 
@@ -222,9 +226,13 @@ def main(argv: list[str] | None = None) -> None:
     from seqbench.data.mnist import MNISTDataModule
     from seqbench.models.vit import ViTModel
 
+    ckpt = load_checkpoint(args.ckpt)  # before the data is read: a file that would run code is refused first
+    if not isinstance(ckpt, dict) or "state_dict" not in ckpt:
+        raise UserError(f"the checkpoint {args.ckpt} holds no state_dict; give a .ckpt of a model=vit run.")
     dm = {"mnist": MNISTDataModule, "cifar10": CIFAR10DataModule}[args.data](args.data_dir, as_sequence=None)
     dm.setup()
-    model = ViTModel.load_from_checkpoint(args.ckpt, map_location="cpu", spec=dm.spec, optimizer=None)
+    model = ViTModel(dm.spec, optimizer=None, **ckpt.get("hyper_parameters", {}))  # what load_from_checkpoint does
+    model.load_state_dict(ckpt["state_dict"])
     test = dm.splits["test"]
     batch = dm.transform(test.__getitems__(list(range(args.images))), train=False)
     numbers = dm.transform(test.__getitems__(list(range(min(args.summary_images, len(test))))), train=False)
@@ -242,4 +250,4 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_command(main, sys.argv[1:])

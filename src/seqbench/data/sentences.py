@@ -108,7 +108,7 @@ class SentenceDataModule(L.LightningDataModule):
         if self.vocab is None:
             raise RuntimeError("call setup() before reading the spec")
         max_len = max(len(words) for split in SPLITS for words, _ in self.examples[split])
-        extras = {"char_vocab_size": len(self.chars), **self.spec_extras()}
+        extras = {"char_vocab_size": len(self.chars), "label_names": self.label_names(), **self.spec_extras()}
         return TaskSpec(task=self.task, vocab_size=len(self.vocab), num_classes=len(self.label_names()),
                         pad_id=0, max_len=max_len, tokenizer=self.tokenizer, extras=extras)
 

@@ -12,9 +12,9 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-import torch
 from tokenizers import Tokenizer
 
+from seqbench.checkpoints import load_checkpoint
 from seqbench.errors import ConfigError
 
 KEY = "seqbench_pretrained"  # where a pre-training run stores family, config and tokenizer
@@ -28,7 +28,7 @@ def load_tokenizer(path: str) -> Tokenizer:
                           f"pre-training run's .ckpt or a tokenizer .json.")
     if p.suffix == ".json":
         return Tokenizer.from_file(str(p))
-    ckpt = torch.load(p, map_location="cpu", weights_only=False)
+    ckpt = load_checkpoint(p, f"data.tokenizer_from={path}", mmap=True)  # only the JSON text is read
     info = ckpt.get(KEY) if isinstance(ckpt, dict) else None
     if not info or not info.get("tokenizer"):
         raise ConfigError(f"data.tokenizer_from={path} stores no tokenizer; only subword pre-training runs "

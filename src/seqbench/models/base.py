@@ -17,6 +17,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from seqbench.checkpoints import to_plain
 from seqbench.data.spec import TaskSpec
 from seqbench.errors import ConfigError
 from seqbench.tasks import TASK_CLASSES, make_task
@@ -102,9 +103,13 @@ class SeqModel(L.LightningModule):
         return {"optimizer": optimizer, "lr_scheduler": scheduler}
 
     # -- exact resume: the RNG streams (dropout masks) continue where they stopped -------------
-    # Stored as tensors and plain Python values only, so checkpoints load with torch.load's safe
-    # `weights_only=True` default.
+    # Stored as tensors and plain Python values only, as is everything else beside the weights
+    # (hyperparameters from Hydra may arrive as OmegaConf lists): checkpoints load with torch.load's
+    # safe `weights_only=True`, the only way seqbench reads them (seqbench.checkpoints).
     def on_save_checkpoint(self, checkpoint: dict) -> None:
+        if "hyper_parameters" in checkpoint:
+            checkpoint["hyper_parameters"] = to_plain(dict(checkpoint["hyper_parameters"]), "hyper_parameters")
+            checkpoint.pop("hparams_type", None)
         kind, keys, pos, has_gauss, cached = np.random.get_state()
         checkpoint["rng"] = {
             "torch": torch.get_rng_state(),

@@ -29,7 +29,6 @@ class ConvNetModel(SeqModel):
         dropout: float = 0.25,
     ) -> None:
         super().__init__(spec, optimizer, scheduler, scheduler_interval, scheduler_monitor)
-        widths = [int(w) for w in widths]  # a plain list in the checkpoint (torch.load's weights_only refuses ListConfig)
         self.save_hyperparameters(ignore=["spec", "optimizer", "scheduler"])
         extras = spec.extras or {}
         self.net = SmallCNN(extras["channels"], extras["height"], extras["width"], spec.num_classes,

@@ -3,7 +3,8 @@
 A pre-training run stores, next to Lightning's `state_dict`, what a fine-tuning run needs to rebuild
 the same backbone: `checkpoint["seqbench_pretrained"] = {"family", "config", "tokenizer"}` (the
 tokenizer as its JSON string). A wrong path, a checkpoint of another family, or one whose tokenizer
-is not the data's ends in one sentence before training.
+is not the data's ends in one sentence before training; so does one that holds Python objects
+beyond tensors and plain data (`seqbench.checkpoints`: loading it could run code).
 """
 
 from __future__ import annotations
@@ -11,8 +12,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-import torch
-
+from seqbench.checkpoints import load_checkpoint
 from seqbench.data.stored_tokenizer import KEY
 from seqbench.errors import ConfigError
 
@@ -22,7 +22,7 @@ def load_pretrained(path: str, family: str) -> dict:
     if not p.is_file():
         raise ConfigError(f"model.pretrained={path} does not exist (looked from {os.getcwd()}); give the .ckpt of "
                           f"a pre-training run, e.g. outputs/runs/<run>/checkpoints/last.ckpt.")
-    ckpt = torch.load(p, map_location="cpu", weights_only=False)
+    ckpt = load_checkpoint(p, f"model.pretrained={path}")
     info = ckpt.get(KEY) if isinstance(ckpt, dict) else None
     if not info or info.get("family") != family:
         found = info.get("family") if info else "no pre-trained"

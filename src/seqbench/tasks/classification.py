@@ -14,6 +14,8 @@ from torch import nn
 from torchmetrics import MeanMetric
 from torchmetrics.classification import MulticlassAccuracy
 
+from seqbench.tasks.samples import text_of
+
 STAGES = ("train", "val", "test")
 
 
@@ -35,6 +37,7 @@ class Classification(nn.Module):
     name = "classification"
     method = "classify"
     label_key = "label"
+    directions = {"loss": "min", "acc": "max"}  # which way each val/ metric improves (seqbench.dashboard)
 
     @classmethod
     def from_spec(cls, spec):
@@ -75,3 +78,20 @@ class Classification(nn.Module):
         model.log(f"{stage}/loss{suffix}", self.metric(stage, "loss").compute(), sync_dist=True)
         model.log(f"{stage}/acc", self.metric(stage, "acc").compute(), sync_dist=True, prog_bar=stage == "val")
         self.reset(stage)
+
+    def samples(self, model, batch: dict, n: int):
+        """The misclassified examples among the first validation batch (at most `n`), with the
+        predicted class's probability: the same pool every validation, so a row that stays is an
+        example the model keeps getting wrong."""
+        probs = getattr(model, self.method)(batch).float().softmax(-1)  # (B, C)
+        confidence, predicted = probs.max(-1)
+        gold = batch[self.label_key]
+        names = (model.spec.extras or {}).get("label_names")
+        name = (lambda c: names[c]) if names else (lambda c: c)
+        wrong = (predicted != gold).nonzero().flatten()[:n].tolist()
+        return ["example", "gold", "predicted", "p(predicted)"], [
+            [self.example(model, batch, i), name(int(gold[i])), name(int(predicted[i])), float(confidence[i])]
+            for i in wrong]
+
+    def example(self, model, batch: dict, i: int):
+        return text_of(batch, i, model.spec.tokenizer)

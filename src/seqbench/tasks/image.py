@@ -14,3 +14,8 @@ from seqbench.tasks.classification import Classification
 class ImageClassification(Classification):
     name = "image"
     method = "classify_image"
+
+    def example(self, model, batch: dict, i: int):
+        """The image itself (C, H, W), scaled to [0, 1]; the samples callback shows it as a picture."""
+        image = batch["image"][i].detach().float().cpu()
+        return (image - image.min()) / (image.max() - image.min()).clamp_min(1e-8)

@@ -42,6 +42,7 @@ def log_perplexity(model, metric: MeanMetric, stage: str) -> bool:
 class LanguageModelling(nn.Module):
     name = "lm"
     method = "lm_logits"  # what a family implements to support this task
+    directions = {"loss": "min", "ppl": "min"}  # which way each val/ metric improves (seqbench.dashboard)
 
     @classmethod
     def from_spec(cls, spec) -> "LanguageModelling":
@@ -73,3 +74,15 @@ class LanguageModelling(nn.Module):
 
     def epoch_end(self, model, stage: str) -> None:
         log_perplexity(model, self.nll(stage), stage)
+
+    def samples(self, model, batch: dict, n: int, prompt_len: int = 12, new_tokens: int = 30):
+        """Greedy continuations of the first `prompt_len` tokens of the first `n` validation rows
+        (each row starts elsewhere in the split); None for a family that cannot generate (the HMM)."""
+        tokenizer = model.spec.tokenizer
+        if not callable(getattr(model, "generate", None)) or tokenizer is None:
+            return None
+        prompt = batch["input"][:n, :prompt_len]  # (n, P)
+        out = model.generate(prompt, new_tokens, temperature=0.0)  # (n, P + new_tokens)
+        P = prompt.size(1)
+        return ["prompt", "continuation"], [[tokenizer.decode(row[:P].tolist()), tokenizer.decode(row[P:].tolist())]
+                                            for row in out]

@@ -18,6 +18,7 @@ from torchmetrics import MeanMetric
 from torchmetrics.classification import MulticlassAccuracy
 
 from seqbench.data.streams import IGNORE_INDEX
+from seqbench.tasks.samples import first_rows
 
 STAGES = ("train", "val", "test")
 
@@ -25,6 +26,7 @@ STAGES = ("train", "val", "test")
 class MaskedLMPretraining(nn.Module):
     name = "mlm"
     method = "pretrain_logits"
+    directions = {"loss": "min", "mlm_loss": "min", "nsp_loss": "min", "mlm_acc": "max", "nsp_acc": "max"}
 
     @classmethod
     def from_spec(cls, spec):
@@ -58,6 +60,23 @@ class MaskedLMPretraining(nn.Module):
         if stage == "train":
             model.log("train/loss", loss, prog_bar=True)
         return loss
+
+    def samples(self, model, batch: dict, n: int):
+        """The first `n` validation pairs with their masks, the masked pieces and the model's guesses,
+        and the next-sentence label against the prediction."""
+        batch = first_rows(batch, n)
+        mlm, nsp = model.pretrain_logits(batch)  # (N, V) in row-major order of the masked positions
+        guesses = iter(mlm.argmax(-1).tolist())
+        piece = model.spec.tokenizer.id_to_token
+        rows = []
+        for b in range(len(batch["lengths"])):
+            ids = batch["input"][b, : int(batch["lengths"][b])].tolist()
+            gold = [t for t in batch["mlm_labels"][b].tolist() if t != IGNORE_INDEX]
+            guessed = [next(guesses) for _ in gold]
+            rows.append([" ".join(piece(i) for i in ids), " ".join(map(piece, gold)), " ".join(map(piece, guessed)),
+                         sum(g == p for g, p in zip(gold, guessed)), int(batch["nsp_label"][b]),
+                         int(nsp[b].argmax())])
+        return ["input", "masked pieces", "predicted pieces", "correct pieces", "is next", "predicted is next"], rows
 
     def reset(self, stage: str) -> None:
         for name in ("mlm_acc", "nsp_acc", "loss", "mlm_loss", "nsp_loss"):

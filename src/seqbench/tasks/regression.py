@@ -11,12 +11,15 @@ import torch.nn.functional as F
 from torch import nn
 from torchmetrics import MeanMetric
 
+from seqbench.tasks.samples import first_rows
+
 STAGES = ("train", "val", "test")
 
 
 class Regression(nn.Module):
     name = "regression"
     method = "regress"
+    directions = {"loss": "min", "mse": "min"}  # which way each val/ metric improves (seqbench.dashboard)
 
     @classmethod
     def from_spec(cls, spec) -> "Regression":
@@ -42,6 +45,13 @@ class Regression(nn.Module):
 
     def reset(self, stage: str) -> None:
         getattr(self, f"{stage}_mse").reset()
+
+    def samples(self, model, batch: dict, n: int):
+        """Target and prediction of the first `n` validation sequences."""
+        batch = first_rows(batch, n)
+        prediction = model.regress(batch).float()
+        return ["target", "prediction", "squared error"], [
+            [float(t), float(p), float((p - t) ** 2)] for t, p in zip(batch["target"].float(), prediction)]
 
     def epoch_end(self, model, stage: str) -> None:
         metric = getattr(self, f"{stage}_mse")

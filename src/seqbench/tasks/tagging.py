@@ -15,8 +15,9 @@ import torch
 import torch.nn.functional as F
 
 from seqbench.data.streams import IGNORE_INDEX
-from seqbench.metrics.spans import SpanF1
+from seqbench.metrics.spans import SpanF1, chunks
 from seqbench.tasks.classification import Classification, with_auxiliary
+from seqbench.tasks.samples import first_rows, spans_text, text_of
 
 
 class Tagging(Classification):
@@ -25,6 +26,7 @@ class Tagging(Classification):
 
     name = "tagging"
     method = "tag"
+    directions = {"loss": "min", "acc": "max", "precision": "max", "recall": "max", "f1": "max"}
 
     @classmethod
     def from_spec(cls, spec):
@@ -67,6 +69,28 @@ class Tagging(Classification):
         super().reset(stage)
         if self.spans:
             self.metric(stage, "spans").reset()
+
+    def samples(self, model, batch: dict, n: int):
+        """Gold and predicted entity spans of the first `n` validation sentences (with a tag scheme),
+        or their gold and predicted tags (a probe, parts of speech)."""
+        batch = first_rows(batch, n)
+        _, predictions = self.loss_and_predictions(model, batch)
+        names = (model.spec.extras or {}).get("tag_names")
+        rows = []
+        for i, (gold_row, pred_row) in enumerate(zip(batch["tags"].tolist(), predictions.tolist())):
+            keep = [t for t, g in enumerate(gold_row) if g != IGNORE_INDEX]
+            gold = [names[gold_row[t]] if names else str(gold_row[t]) for t in keep]
+            pred = [names[pred_row[t]] if names else str(pred_row[t]) for t in keep]
+            if self.spans:
+                words = batch["words"][i] if batch.get("words") is not None else [str(t) for t in keep]
+                g, p = chunks(gold), chunks(pred)
+                rows.append([" ".join(words), spans_text(g, words), spans_text(p, words), len(g & p), len(g)])
+            else:
+                rows.append([text_of(batch, i, model.spec.tokenizer), " ".join(gold), " ".join(pred),
+                             sum(a == b for a, b in zip(gold, pred)), len(gold)])
+        if self.spans:
+            return ["sentence", "gold spans", "predicted spans", "correct spans", "gold spans (n)"], rows
+        return ["input", "gold tags", "predicted tags", "correct tags", "scored tags"], rows
 
     def epoch_end(self, model, stage: str) -> None:
         if self.spans and self.metric(stage, "spans").update_count:

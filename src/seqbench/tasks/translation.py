@@ -32,6 +32,7 @@ from torchmetrics import MeanMetric
 from seqbench.data.streams import IGNORE_INDEX
 from seqbench.nn.decoding import beam_search, max_steps
 from seqbench.tasks.lm import STAGES, log_perplexity, token_nll
+from seqbench.tasks.samples import first_rows
 
 log = logging.getLogger(__name__)
 
@@ -46,6 +47,7 @@ def corpus_bleu(hypotheses: list[str], references: list[str], tokenised: bool = 
 class Translation(nn.Module):
     name = "translation"
     method = "translate_logits"
+    directions = {"loss": "min", "ppl": "min", "bleu": "max", "bleu_tok": "max"}  # (seqbench.dashboard)
 
     @classmethod
     def from_spec(cls, spec) -> "Translation":
@@ -101,6 +103,22 @@ class Translation(nn.Module):
         ids = beam_search(model, batch, self.spec.bos_id, self.spec.eos_id, self.spec.pad_id, steps, beam,
                           float(o.get("length_penalty", 1.0)))
         return [self.spec.tokenizer.decode(row.tolist()) for row in ids]
+
+    def samples(self, model, batch: dict, n: int):
+        """Source, reference and greedy (`val_beam_size`) translation of the first `n` validation
+        sentences; under span corruption the reference is the target the data built."""
+        batch = first_rows(batch, n)
+        hypotheses = self.translate(model, batch, "val")
+        raw = self.options.get("bleu", True)  # else span corruption: the batch's own text is what was read
+        sources, references = (self.options.get(key, {}).get("val") if raw else None
+                               for key in ("sources", "references"))
+        src_tok, tgt_tok = self.options.get("src_tokenizer", self.spec.tokenizer), self.spec.tokenizer
+        rows = []
+        for b, i in enumerate(batch["index"].tolist()):
+            source = sources[i] if sources else src_tok.decode(batch["src"][b].tolist())
+            target = [t for t in batch["target"][b].tolist() if t != IGNORE_INDEX]
+            rows.append([source, references[i] if references else tgt_tok.decode(target), hypotheses[b]])
+        return ["source", "reference", "hypothesis"], rows
 
     def reset(self, stage: str) -> None:
         self.nll(stage).reset()

@@ -167,8 +167,18 @@ def _fmt(mean: float | None, std: float | None = None, digits: int = 1) -> str:
     return f"{text} ± {std:,.{digits}f}" if std is not None else text
 
 
+def scored_context(metrics: dict) -> str:
+    """What each family's valid/test tokens are predicted from, so that a reader sees whether the
+    comparison gave one family less context (LanguageModelDataModule.eval_context)."""
+    if metrics.get("eval/min_context") is not None:
+        return f"≥ {int(metrics['eval/min_context']):,} tokens (window)"
+    if metrics.get("eval/column_tokens") is not None:
+        return f"all before it (state over {int(metrics['eval/column_tokens']):,}-token columns)"
+    return "–"
+
+
 def table(groups: dict[str, list[Run]], target: float | None) -> str:
-    head = ["family", "runs", "params", "non-emb params", "valid ppl", "test ppl", "tokens/s",
+    head = ["family", "runs", "params", "non-emb params", "context of a scored token", "valid ppl", "test ppl", "tokens/s",
             f"train time to ppl {target:.1f} (s)" if target else "train time to target (s)", "wall time (s)",
             "peak mem (MB)"]
     lines = ["| " + " | ".join(head) + " |", "|" + "|".join("---" for _ in head) + "|"]
@@ -185,7 +195,7 @@ def table(groups: dict[str, list[Run]], target: float | None) -> str:
         non_emb = mean_std([r.metrics.get("params_non_embedding") for r in rs])[0]
         lines.append("| " + " | ".join([
             name, str(len(rs)), f"{params:,.0f}" if params else "–", f"{non_emb:,.0f}" if non_emb else "–",
-            _fmt(*mean_std([r.best_val_ppl() for r in rs])), col("test/ppl"), col("tokens_per_s", 0),
+            scored_context(rs[0].metrics), _fmt(*mean_std([r.best_val_ppl() for r in rs])), col("test/ppl"), col("tokens_per_s", 0),
             to_target, col("wall_time_s", 0), col("peak_mem_mb", 0)]) + " |")
     return "\n".join(lines)
 

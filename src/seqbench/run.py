@@ -110,6 +110,7 @@ def train(cfg: DictConfig, output_dir: Path, choices: dict | None = None, overri
         torch.set_float32_matmul_precision(cfg.get("matmul_precision", "high"))
         datamodule, model = build(cfg, choices)
         trainer = make_trainer(cfg)
+        metrics.update(getattr(datamodule, "eval_context", lambda m: {})(model))  # lm: context of a scored token
         params = model.num_params()
         metrics.update(params=params, params_non_embedding=model.num_params(non_embedding=True))
         log.info("%s: %s parameters (%s without embeddings)", type(model).__name__, f"{params:,}",

@@ -195,6 +195,19 @@ class LanguageModelDataModule(L.LightningDataModule):
             return self._window_loader(split, batch_size, start)
         raise ValueError(f"{type(self).__name__} cannot serve LM batches of kind {batching!r}")
 
+    def eval_context(self, model) -> dict[str, int]:
+        """How much context a scored valid/test token is predicted from, for metrics.json and the report.
+
+        Windows: every token after the split's first window is scored with at least `context - stride`
+        tokens before it (`eval/min_context`; the default stride, half the context, gives half). A
+        recurrent stream: the state carries everything since the start of the token's column; the split
+        is cut into `eval_batch_size` columns (`eval/column_tokens` each).
+        """
+        if getattr(model, "lm_batching", "stream") == "windows":
+            context = model.context
+            return {"eval/min_context": context - (self.eval_stride or max(1, context // 2))}
+        return {"eval/column_tokens": self.num_tokens("test") // self.eval_batch_size}
+
     # -- resume mid-epoch: remember the next training window ----------------------------------
     def on_before_batch_transfer(self, batch, dataloader_idx: int):
         if self.trainer is not None and self.trainer.training and isinstance(batch, dict) and "window" in batch:

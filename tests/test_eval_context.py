@@ -1,0 +1,40 @@
+"""Evaluation favours no family: every attention LM scores each token with at least half its context
+by default — in every preset and on every corpus — and the run records the context a scored token had."""
+
+from __future__ import annotations
+
+import pytest
+
+from conftest import CONF, compose_cfg
+from seqbench.analysis.matrix import corpora
+from seqbench.report import scored_context
+from seqbench.run import build
+
+LM_PRESETS = [f"+family={p.parent.name}/{p.stem}" for p in sorted((CONF / "family").glob("*/*.yaml"))
+              if p.parent.name in ("ptb", "shakespeare")]
+LM_CORPORA = [d for d, task in corpora().items() if task == "lm"]
+
+
+@pytest.mark.parametrize("args", [[p] for p in LM_PRESETS]
+                         + [[f"model={m}", f"data={d}"] for m in ("gpt", "transformer") for d in LM_CORPORA])
+def test_an_attention_lm_sees_at_least_half_its_context_by_default(args, tmp_path):
+    cfg = compose_cfg(args, tmp_path)
+    if "context" not in cfg.model:  # a recurrent preset: its state carries the whole column
+        return
+    stride = cfg.data.eval_stride
+    assert stride is None or stride <= cfg.model.context // 2, (args, stride, cfg.model.context)
+
+
+@pytest.mark.parametrize("model", ["gpt", "lstm"])
+def test_a_run_records_the_context_of_a_scored_token(model, cfg_factory):
+    args = [f"model={model}", "data=ptb"] + (["model.context=16", "model.d_model=16", "model.n_head=2"]
+                                              if model == "gpt" else [])
+    dm, net = build(cfg_factory(args, tiny=False))
+    context = dm.eval_context(net)
+    if model == "gpt":
+        assert context == {"eval/min_context": 8}  # stride 8 of a 16-token window
+        assert scored_context(context) == "≥ 8 tokens (window)"
+        assert build(cfg_factory([*args, "data.eval_stride=16"], tiny=False))[0].eval_context(net) == {"eval/min_context": 0}
+    else:
+        assert context == {"eval/column_tokens": 82430 // 10}  # PTB test, 10 columns
+        assert scored_context(context).startswith("all before it")

@@ -11,6 +11,7 @@ README's flags, and those that need no earlier run also run with their smallest 
 from __future__ import annotations
 
 import importlib
+import itertools
 import json
 import re
 import shlex
@@ -66,26 +67,33 @@ def _fill(args: list[str], tmp_path: Path) -> list[str]:
 
 
 def _sweep_jobs(args: list[str], tmp_path: Path) -> list[list[str]]:
-    """The jobs of a multirun, one sweep axis at a time (the command line's and the experiment's)."""
+    """The jobs of a multirun as Hydra's basic sweeper makes them: every combination of the command
+    line's comma lists and the experiment's own sweep axes (an Optuna search space: the base job)."""
     if "-m" not in args and "--multirun" not in args:
         return [args]
     args = [a for a in args if a not in ("-m", "--multirun")]
-    axes = {}
-    for i, arg in enumerate(args):
+    axes: dict[str, list[str]] = {}
+    fixed = []
+    for arg in args:
         key, _, value = arg.partition("=")
         if "," in value and not value.startswith(("[", "'", '"')):
-            axes[i] = value.split(",")
-    base = [f"{a.partition('=')[0]}={axes[i][0]}" if i in axes else a for i, a in enumerate(args)]
-    jobs = [base] + [[*base[:i], f"{base[i].partition('=')[0]}={v}", *base[i + 1:]]
-                     for i, values in axes.items() for v in values[1:]]
+            axes[key] = value.split(",")
+        else:
+            fixed.append(arg)
+    base = fixed + [f"{k}={v[0]}" for k, v in axes.items()]
     experiment_axes = OmegaConf.select(compose_cfg(base, tmp_path), "hydra.sweeper.params") or {}
     for key, values in experiment_axes.items():
-        if any(a.lstrip("+").partition("=")[0] == key.lstrip("+") for a in base):
-            continue  # the command line chose this axis itself
-        if "(" in str(values):
-            continue  # an Optuna search space (interval(...), choice(...)): the base job composes it
-        jobs += [[*base, f"{key}={v}"] for v in str(values).split(",")]
-    return jobs
+        if key.lstrip("+") not in {k.lstrip("+") for k in axes} and "(" not in str(values):
+            axes[key] = str(values).split(",")
+    return [fixed + [f"{k}={v}" for k, v in zip(axes, combo)] for combo in itertools.product(*axes.values())]
+
+
+def test_a_families_sweep_trains_every_family_the_same_epochs(tmp_path):
+    """experiment=multi30k_families promises 10 epochs for every family; the Transformer preset's own 20
+    once won over it (a preset is applied after the experiment)."""
+    jobs = _sweep_jobs(["-m", "experiment=multi30k_families"], tmp_path)
+    assert len(jobs) == 5
+    assert {compose_cfg(job, tmp_path).trainer.max_epochs for job in jobs} == {10}
 
 
 @pytest.mark.parametrize("line", TRAIN_LINES)

@@ -1,0 +1,176 @@
+"""Does every pair of the matrix train *well* from `model=X data=Y` alone? A fixed budget per pair.
+
+    python -m seqbench.analysis.matrix_check                       # every ✓ pair, 60 s of training each
+    python -m seqbench.analysis.matrix_check --pairs lstm:sst2 gru:adding --budget 60 --out <dir>
+
+Each pair runs as a user would type it — `python src/train.py model=X data=Y` with nothing else but a
+wall-clock budget (`trainer.max_time`), 20 validation and 20 test batches — and its test metric is set
+beside the task's trivial baseline, computed from the same corpus: the majority class (classification,
+images), the training unigram's perplexity (language models), an all-`O` tagger (entity F1 0), the
+probes' own baselines (copy: log 8 and 1/8; adding: 1/6; recall: 1/8), BLEU 0 for translation, chance
+for next-sentence prediction. Corpora without an offline copy (WikiText-2, CIFAR-10) are skipped unless
+`$SEQBENCH_DATA_DIR` holds them. Writes `matrix_check.csv` and `matrix_check.md` to `--out`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import math
+import os
+import platform
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+from seqbench.analysis.matrix import pairs
+from seqbench.entry import PROJECT_ROOT
+
+# (metric reported, higher is better) per data config
+METRIC = {"lm": ("test/ppl", False), "classification": ("test/acc", True), "image": ("test/acc", True),
+          "tagging": ("test/f1", True), "regression": ("test/mse", False), "translation": ("test/bleu", True),
+          "mlm": ("test/nsp_acc", True)}
+PROBE_METRIC = {"copy": ("test/loss", False), "adding": ("test/mse", False), "recall": ("test/acc", True)}
+PROBE_BASELINE = {"copy": math.log(8), "adding": 1 / 6, "recall": 1 / 8}
+FIXED = {"translation": 0.0, "mlm": 0.5, "tagging": 0.0}  # BLEU, NSP chance, entity F1 of an all-O tagger
+SPAN = "multi30k_span"  # translation-shaped, but scored by the spans' perplexity
+USER_TEXT = ["data.train_file={d}/ptb/ptb.train.txt", "data.valid_file={d}/ptb/ptb.valid.txt",
+             "data.test_file={d}/ptb/ptb.test.txt"]  # data=text needs files: PTB's, as a user would pass them
+
+
+def metric_of(data: str, task: str) -> tuple[str, bool]:
+    if data in PROBE_METRIC:
+        return PROBE_METRIC[data]
+    return ("test/ppl", False) if data == SPAN else METRIC[task]
+
+
+def baseline(data: str, task: str, data_dir: Path, cache: dict) -> float | None:
+    """The trivial baseline of the test metric on this corpus."""
+    if data in PROBE_BASELINE:
+        return PROBE_BASELINE[data]
+    if task in FIXED and data != SPAN:
+        return FIXED[task]
+    if data in cache:
+        return cache[data]
+    from seqbench.compose import compose_final
+    from seqbench.run import instantiate
+
+    extra = [a.format(d=data_dir) for a in USER_TEXT] if data == "text" else []
+    cfg = compose_final([f"data={data}", "model=lstm" if task != "image" else "model=cnn", *extra])
+    dm = instantiate(cfg.data, "data")
+    dm.prepare_data()
+    dm.setup("fit")
+    if task == "lm":
+        value = _unigram_ppl(dm.streams["train"].tolist(), dm.streams["test"].tolist())
+    elif task == "image":
+        labels = dm.splits["test"].labels.tolist()
+        value = Counter(labels).most_common(1)[0][1] / len(labels)
+    elif task == "classification":
+        train = Counter(int(ex[1]) if isinstance(ex, tuple) else int(ex["label"]) for ex in _examples(dm, "train"))
+        test = [int(ex[1]) if isinstance(ex, tuple) else int(ex["label"]) for ex in _examples(dm, "test")]
+        majority = train.most_common(1)[0][0]
+        value = sum(label == majority for label in test) / len(test)
+    else:
+        value = None
+    cache[data] = value
+    return value
+
+
+def _examples(dm, split: str):
+    for name in ("examples", "data", "splits"):
+        store = getattr(dm, name, None)
+        if isinstance(store, dict) and split in store:
+            return store[split]
+    raise AttributeError(f"cannot read the {split} labels of {type(dm).__name__}")
+
+
+def _unigram_ppl(train: list[int], test: list[int]) -> float:
+    """Perplexity of the training unigram (add-one) on the test stream: what a model learns first."""
+    counts, total, vocab = Counter(train), len(train), max(max(train), max(test)) + 1
+    nll = -sum(math.log((counts[t] + 1) / (total + vocab)) for t in test) / len(test)
+    return math.exp(nll)
+
+
+def run_pair(model: str, data: str, budget_s: int, out: Path, data_dir: Path, threads: int | None) -> dict:
+    args = [f"model={model}", f"data={data}", f"trainer.max_time=00:00:{budget_s // 60:02d}:{budget_s % 60:02d}",
+            "trainer.limit_val_batches=20", "trainer.limit_test_batches=20", "logger=csv",
+            f"hydra.run.dir={out / 'runs' / f'{model}-{data}'}"]
+    if data == "text":
+        args += [a.format(d=data_dir) for a in USER_TEXT]
+    env = {**os.environ, "HYDRA_FULL_ERROR": "0"}
+    if threads:
+        env["OMP_NUM_THREADS"] = str(threads)
+    started = time.time()
+    proc = subprocess.run([sys.executable, str(PROJECT_ROOT / "src" / "train.py"), *args], capture_output=True,
+                          text=True, env=env, cwd=PROJECT_ROOT)
+    metrics_path = out / "runs" / f"{model}-{data}" / "metrics.json"
+    metrics = json.loads(metrics_path.read_text()) if metrics_path.is_file() else {}
+    if proc.returncode and not metrics.get("error"):
+        metrics["error"] = (proc.stderr.strip().splitlines() or ["?"])[-1]
+    metrics["command_s"] = time.time() - started
+    return metrics
+
+
+def main(argv: list[str] | None = None) -> list[dict]:
+    from hydra.utils import get_class
+    from omegaconf import OmegaConf
+
+    parser = argparse.ArgumentParser(prog="python -m seqbench.analysis.matrix_check", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--pairs", nargs="*", help="model:data pairs (default: every ✓ of the matrix)")
+    parser.add_argument("--budget", type=int, default=60, help="seconds of training per pair")
+    parser.add_argument("--threads", type=int, help="OMP_NUM_THREADS of each run (default: torch's)")
+    parser.add_argument("--out", type=Path, default=Path("outputs/matrix_check"))
+    args = parser.parse_args(argv)
+    data_dir = Path(os.environ.get("SEQBENCH_DATA_DIR", PROJECT_ROOT / "data"))
+    todo = [tuple(p.split(":")) for p in args.pairs] if args.pairs else pairs()
+    args.out.mkdir(parents=True, exist_ok=True)
+    cache: dict = {}
+    rows = []
+    for model, data in todo:
+        task = get_class(OmegaConf.load(PROJECT_ROOT / "conf" / "data" / f"{data}.yaml")._target_).task
+        name, higher = metric_of(data, task)
+        row = {"model": model, "data": data, "task": task, "metric": name, "budget_s": args.budget}
+        try:
+            row["baseline"] = baseline(data, task, data_dir, cache)
+        except Exception as exc:  # a corpus not available here: the pair is skipped, and says why
+            rows.append({**row, "result": None, "verdict": f"skipped: {type(exc).__name__}: {exc}".split("\n")[0]})
+            print(rows[-1], flush=True)
+            continue
+        metrics = run_pair(model, data, args.budget, args.out, data_dir, args.threads)
+        value = metrics.get(name)
+        row.update(result=value, recipe=metrics.get("recipe"), steps=metrics.get("step"),
+                   error=metrics.get("error"), command_s=round(metrics["command_s"], 1))
+        if value is None:
+            row["verdict"] = "failed"
+        elif row["baseline"] is None:
+            row["verdict"] = "no baseline"
+        else:
+            row["verdict"] = "above baseline" if (value > row["baseline"]) == higher and value != row["baseline"] \
+                else "NOT above baseline"
+        rows.append(row)
+        print(row, flush=True)
+        _write(rows, args.out)
+    return rows
+
+
+def _write(rows: list[dict], out: Path) -> None:
+    keys = ["model", "data", "task", "metric", "result", "baseline", "verdict", "budget_s", "command_s", "error"]
+    with open(out / "matrix_check.csv", "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=keys, extrasaction="ignore")
+        writer.writeheader()
+        writer.writerows(rows)
+    fmt = lambda v: "" if v is None else (f"{v:.4g}" if isinstance(v, float) else str(v))  # noqa: E731
+    lines = [f"CPU: {platform.processor() or platform.machine()}, torch threads per run: "
+             f"{os.environ.get('OMP_NUM_THREADS', 'default')}", "",
+             "| command | metric | result | trivial baseline | verdict |", "|---|---|---:|---:|---|"]
+    for r in rows:
+        lines.append(f"| `model={r['model']} data={r['data']}` | {r['metric']} | {fmt(r.get('result'))} | "
+                     f"{fmt(r.get('baseline'))} | {r['verdict']} |")
+    (out / "matrix_check.md").write_text("\n".join(lines) + "\n")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

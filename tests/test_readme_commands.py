@@ -18,6 +18,7 @@ import shlex
 from pathlib import Path
 
 import pytest
+import torch
 from omegaconf import OmegaConf
 
 from conftest import ROOT, compose_cfg, run_cli
@@ -37,7 +38,12 @@ def _commands() -> list[str]:
                 lines.append(line)
     spans = (" ".join(span.split()) for span in re.findall(r"`(python [^`]+)`", README))
     lines += [span for span in spans if span not in lines]
-    return lines
+    return [line for line in lines if not PROSE.search(line)]
+
+
+# Forms that stand for a family of commands in the README's prose, not commands: `model=X data=Y`.
+# (`--config-path <run>/.hydra` is a command, but of Hydra's launcher: tests/test_recipes.py runs it.)
+PROSE = re.compile(r"=[XY]\b|--config-path")
 
 
 def _train_args(line: str) -> list[str] | None:
@@ -60,7 +66,8 @@ def _fill(args: list[str], tmp_path: Path) -> list[str]:
         if PLACEHOLDER.search(arg):
             key, _, value = arg.partition("=")
             path = tmp_path / PLACEHOLDER.sub("x", value).replace("/", "_")
-            path.touch()
+            if not path.exists():  # a checkpoint is read (safely) before any work: give it a readable one
+                torch.save({"state_dict": {}}, path)
             arg = f"{key}={path}"
         out.append(arg)
     return out

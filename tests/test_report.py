@@ -41,10 +41,12 @@ def test_table_summarises_seeds_and_reads_time_to_target(tmp_path):
             for line in result["table"].splitlines()[2:]}
     assert list(rows) == ["gpt", "lstm"]  # best family first
     lstm = rows["lstm"]
-    assert lstm[1] == "2" and lstm[4] == f"160.0 ± {math.sqrt(200):.1f}"  # best val ppl of each seed: 150, 170
-    assert lstm[5] == f"150.0 ± {math.sqrt(200):.1f}"
-    assert lstm[7] == "30 (1/2 runs)"  # seed 1 reaches 160 at 30 s of training; seed 2's best is 170
-    assert rows["gpt"][7] == "25"
+    header = [c.strip() for c in result["table"].splitlines()[0].split("|")[1:-1]]
+    column = {name.split(" (")[0].replace(" to ppl 160.0", ""): i for i, name in enumerate(header)}
+    assert lstm[1] == "2" and lstm[column["valid ppl"]] == f"160.0 ± {math.sqrt(200):.1f}"  # best of each seed: 150, 170
+    assert lstm[column["test ppl"]] == f"150.0 ± {math.sqrt(200):.1f}"
+    assert lstm[column["train time"]] == "30 (1/2 runs)"  # seed 1 reaches 160 at 30 s of training; seed 2's best is 170
+    assert rows["gpt"][column["train time"]] == "25"
     page = (tmp_path / "out" / "report.md").read_text()
     assert "ConfigError: bad" in page and "ppl_vs_time.png" in page
     for name in ("ppl_vs_time.png", "ppl_vs_tokens.png", "ppl_vs_params.png"):

@@ -50,7 +50,7 @@ def test_offline_run_holds_best_values_panel_keys_samples_and_checkpoints(tmp_pa
     assert run.summary["tested_checkpoint"] == metrics["tested_checkpoint"]
 
     # config: what a parallel-coordinates or scatter panel is drawn from
-    expected = {"family": "ptb/gru", "architecture": "lstm", "preset": "ptb/gru", "recipe": None, "corpus": "ptb",
+    expected = {"family": "ptb/gru", "architecture": "lstm", "preset": "ptb/gru", "recipe": "lm/gru", "corpus": "ptb",
                 "task": "lm", "params": metrics["params"], "params_non_embedding": metrics["params_non_embedding"],
                 "train_flops": 1.5e9}
     assert {k: run.config.get(k, "missing") for k in expected} == expected

@@ -209,7 +209,13 @@ def main(argv: list[str] | None = None) -> None:
     from seqbench.entry import register_resolvers
 
     register_resolvers()
-    cfg = compose_final(list(sys.argv[1:] if argv is None else argv))
+    args = list(sys.argv[1:] if argv is None else argv)
+    if {"-h", "--help"} & set(args):
+        print("usage: python -m seqbench.compose [override ...]\n\n"
+              "Prints the config `python src/train.py [override ...]` would run with: Hydra's composition,\n"
+              "then the recipe of the data's task and the debug bounds (the first line names the recipe).")
+        raise SystemExit(0)
+    cfg = compose_final(args)
     with_hydra = OmegaConf.to_container(cfg, resolve=False)
     with_hydra.pop("hydra", None)
     print(f"# {describe(cfg)}")

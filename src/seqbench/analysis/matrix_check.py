@@ -2,6 +2,11 @@
 
     python -m seqbench.analysis.matrix_check                       # every ✓ pair, 60 s of training each
     python -m seqbench.analysis.matrix_check --pairs lstm:sst2 gru:adding --budget 60 --out <dir>
+    python -m seqbench.analysis.matrix_check --pairs "lstm:multi30k model.attention=bahdanau"
+
+A pair may carry overrides after it (quoted, as above): the README's own lines such as
+`model=lstm data=multi30k model.attention=bahdanau` are checked as written, beside the bare pairs
+(`README_LINES`, run by default after the ✓ pairs).
 
 Each pair runs as a user would type it — `python src/train.py model=X data=Y` with nothing else but a
 wall-clock budget (`trainer.max_time`), 20 validation and 20 test batches — and its test metric is set
@@ -41,6 +46,24 @@ USER_TEXT = ["data.train_file={d}/ptb/ptb.train.txt", "data.valid_file={d}/ptb/p
              "data.test_file={d}/ptb/ptb.test.txt"]  # data=text needs files: PTB's, as a user would pass them
 
 
+# The README's lines that add one override to a pair: checked as written, by default after the pairs.
+README_LINES = [("lstm", "sst2", ("model.bidirectional=true",)), ("lstm", "multi30k", ("model.attention=bahdanau",)),
+                ("lstm", "mnist", ("data.as_sequence=rows",))]
+
+
+def parse_pair(spec: str) -> tuple[str, str, tuple[str, ...]]:
+    """`model:data [override ...]` -> (model, data, overrides)."""
+    words = spec.split()
+    model, _, data = words[0].partition(":")
+    if not model or not data:
+        raise SystemExit(f"--pairs takes model:data [override ...], got {spec!r}")
+    return model, data, tuple(words[1:])
+
+
+def run_name(model: str, data: str, extra: tuple[str, ...]) -> str:
+    return "-".join([model, data, *(e.replace("=", "_").replace("/", "_") for e in extra)])
+
+
 def metric_of(data: str, task: str) -> tuple[str, bool]:
     if data in PROBE_METRIC:
         return PROBE_METRIC[data]
@@ -56,8 +79,10 @@ def baseline(data: str, task: str, data_dir: Path, cache: dict) -> float | None:
     if data in cache:
         return cache[data]
     from seqbench.compose import compose_final
+    from seqbench.entry import register_resolvers
     from seqbench.run import instantiate
 
+    register_resolvers()
     extra = [a.format(d=data_dir) for a in USER_TEXT] if data == "text" else []
     cfg = compose_final([f"data={data}", "model=lstm" if task != "image" else "model=cnn", *extra])
     dm = instantiate(cfg.data, "data")
@@ -94,10 +119,12 @@ def _unigram_ppl(train: list[int], test: list[int]) -> float:
     return math.exp(nll)
 
 
-def run_pair(model: str, data: str, budget_s: int, out: Path, data_dir: Path, threads: int | None) -> dict:
-    args = [f"model={model}", f"data={data}", f"trainer.max_time=00:00:{budget_s // 60:02d}:{budget_s % 60:02d}",
+def run_pair(model: str, data: str, extra: tuple[str, ...], budget_s: int, out: Path, data_dir: Path,
+             threads: int | None) -> dict:
+    name = run_name(model, data, extra)
+    args = [f"model={model}", f"data={data}", *extra, f"trainer.max_time=00:00:{budget_s // 60:02d}:{budget_s % 60:02d}",
             "trainer.limit_val_batches=20", "trainer.limit_test_batches=20", "logger=csv",
-            f"hydra.run.dir={out / 'runs' / f'{model}-{data}'}"]
+            f"hydra.run.dir={out / 'runs' / name}"]
     if data == "text":
         args += [a.format(d=data_dir) for a in USER_TEXT]
     env = {**os.environ, "HYDRA_FULL_ERROR": "0"}
@@ -106,11 +133,16 @@ def run_pair(model: str, data: str, budget_s: int, out: Path, data_dir: Path, th
     started = time.time()
     proc = subprocess.run([sys.executable, str(PROJECT_ROOT / "src" / "train.py"), *args], capture_output=True,
                           text=True, env=env, cwd=PROJECT_ROOT)
-    metrics_path = out / "runs" / f"{model}-{data}" / "metrics.json"
+    metrics_path = out / "runs" / name / "metrics.json"
     metrics = json.loads(metrics_path.read_text()) if metrics_path.is_file() else {}
     if proc.returncode and not metrics.get("error"):
         metrics["error"] = (proc.stderr.strip().splitlines() or ["?"])[-1]
     metrics["command_s"] = time.time() - started
+    saved = out / "runs" / name / ".hydra" / "config.yaml"
+    if saved.is_file():  # the recipe the run applied, as its saved config names it
+        import yaml
+
+        metrics["recipe"] = (yaml.safe_load(saved.read_text()) or {}).get("recipe")
     return metrics
 
 
@@ -125,23 +157,23 @@ def main(argv: list[str] | None = None) -> list[dict]:
     parser.add_argument("--out", type=Path, default=Path("outputs/matrix_check"))
     args = parser.parse_args(argv)
     data_dir = Path(os.environ.get("SEQBENCH_DATA_DIR", PROJECT_ROOT / "data"))
-    todo = [tuple(p.split(":")) for p in args.pairs] if args.pairs else pairs()
+    todo = [parse_pair(p) for p in args.pairs] if args.pairs else [(m, d, ()) for m, d in pairs()] + README_LINES
     args.out.mkdir(parents=True, exist_ok=True)
     cache: dict = {}
     rows = []
-    for model, data in todo:
+    for model, data, extra in todo:
         task = get_class(OmegaConf.load(PROJECT_ROOT / "conf" / "data" / f"{data}.yaml")._target_).task
         name, higher = metric_of(data, task)
-        row = {"model": model, "data": data, "task": task, "metric": name, "budget_s": args.budget}
+        row = {"model": model, "data": data, "extra": " ".join(extra), "task": task, "metric": name, "budget_s": args.budget}
         try:
             row["baseline"] = baseline(data, task, data_dir, cache)
         except Exception as exc:  # a corpus not available here: the pair is skipped, and says why
             rows.append({**row, "result": None, "verdict": f"skipped: {type(exc).__name__}: {exc}".split("\n")[0]})
             print(rows[-1], flush=True)
             continue
-        metrics = run_pair(model, data, args.budget, args.out, data_dir, args.threads)
+        metrics = run_pair(model, data, extra, args.budget, args.out, data_dir, args.threads)
         value = metrics.get(name)
-        row.update(result=value, recipe=metrics.get("recipe"), steps=metrics.get("step"),
+        row.update(result=value, recipe=metrics.get("recipe"), tokens=metrics.get("curve/tokens"),
                    error=metrics.get("error"), command_s=round(metrics["command_s"], 1))
         if value is None:
             row["verdict"] = "failed"
@@ -157,7 +189,8 @@ def main(argv: list[str] | None = None) -> list[dict]:
 
 
 def _write(rows: list[dict], out: Path) -> None:
-    keys = ["model", "data", "task", "metric", "result", "baseline", "verdict", "budget_s", "command_s", "error"]
+    keys = ["model", "data", "extra", "task", "metric", "result", "baseline", "verdict", "recipe", "tokens", "budget_s",
+            "command_s", "error"]
     with open(out / "matrix_check.csv", "w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=keys, extrasaction="ignore")
         writer.writeheader()
@@ -167,7 +200,8 @@ def _write(rows: list[dict], out: Path) -> None:
              f"{os.environ.get('OMP_NUM_THREADS', 'default')}", "",
              "| command | metric | result | trivial baseline | verdict |", "|---|---|---:|---:|---|"]
     for r in rows:
-        lines.append(f"| `model={r['model']} data={r['data']}` | {r['metric']} | {fmt(r.get('result'))} | "
+        command = " ".join(filter(None, [f"model={r['model']} data={r['data']}", r.get("extra")]))
+        lines.append(f"| `{command}` | {r['metric']} | {fmt(r.get('result'))} | "
                      f"{fmt(r.get('baseline'))} | {r['verdict']} |")
     (out / "matrix_check.md").write_text("\n".join(lines) + "\n")
 

@@ -37,3 +37,27 @@ def test_a_slow_shorter_length_skips_the_longer_ones(tmp_path):
     rows = bench.run(["ptb/gru"], lengths=[4, 8], batch_sizes=[1], vocab=20, repeats=1, isolate=False,
                      max_step_s=0.0, peak_tflops=1.0)
     assert rows[0]["status"] == "ok" and rows[1]["status"].startswith("skipped: T=4 already took")
+
+
+def test_memory_is_extrapolated_at_each_familys_measured_growth():
+    # the CPU run's B = 8 rows at T = 1024 and 2048: recurrent memory doubles with T, attention's grows faster
+    rnn = [{"status": "ok", "step_ms": 1, "length": 1024, "peak_mem_mb": 1422.0},
+           {"status": "ok", "step_ms": 1, "length": 2048, "peak_mem_mb": 2797.5}]
+    gpt = [{"status": "ok", "step_ms": 1, "length": 512, "peak_mem_mb": 1073.0},
+           {"status": "ok", "step_ms": 1, "length": 1024, "peak_mem_mb": 2684.0}]
+    assert bench.predicted_mem_gb(rnn, 4096) == pytest.approx(2 * 2797.5 / 1024)  # linear (5.5 GB): measured
+    assert bench._skip_reason(rnn, 4096, max_step_s=20, max_mem_gb=8) is None
+    assert bench.predicted_mem_gb(gpt, 4096) > 16  # T^1.32 from 512 to 1024, applied twice
+    assert "2048" not in (bench._skip_reason(gpt, 4096, 20, 8) or "") and bench._skip_reason(gpt, 4096, 20, 8)
+    # one measured length: nothing to fit, so the quadratic bound
+    assert bench.predicted_mem_gb(rnn[:1], 2048) == pytest.approx(4 * 1422 / 1024)
+
+
+def test_rows_record_the_attention_kernel_that_ran():
+    rows = bench.run(["ptb/lstm", "ptb/gpt", "ptb/gpt:dropout=0", "ptb/gpt:reference"], lengths=[16],
+                     batch_sizes=[2], vocab=50, repeats=1, isolate=False, peak_tflops=1.0)
+    kernels = {r["family"]: r["attention_kernel"] for r in rows}
+    # PyTorch's CPU flash kernel refuses attention dropout: the preset (0.1) runs the unfused math path
+    assert kernels == {"ptb/lstm": "", "ptb/gpt": "math", "ptb/gpt:dropout=0": "flash",
+                       "ptb/gpt:reference": "written-out"}
+    assert bench.build_model("ptb/gpt:dropout=0", vocab=50, length=8).hparams.dropout == 0

@@ -7,8 +7,13 @@
 The models are the ones the comparison trains: each family is composed from its preset
 (`conf/family/<preset>.yaml`, ~0.6M parameters without embeddings for `ptb/*`) exactly as
 `python src/train.py +family=<preset>` would build it, with the attention models' `context` set to
-the sequence length. `ptb/gpt:reference` is GPT with the written-out attention instead of SDPA, the
-"no flash" case whose memory grows as T².
+the sequence length. A family may carry variants after colons: `ptb/gpt:reference` is GPT with the
+written-out attention instead of SDPA, the "no flash" case whose memory grows as T²; `key=value` sets
+`model.key` (`ptb/gpt:dropout=0`). Dropout matters beyond regularisation here: PyTorch's CPU flash
+kernel refuses attention dropout, so the presets (dropout 0.1) run SDPA's unfused math path on a CPU,
+and only the `dropout=0` variants show what the fused kernel does. Every row records the attention
+kernel that ran (`attention_kernel`, read from the profiler: flash, efficient, cudnn, math, or
+written-out; empty for the recurrent families).
 
 One measured step is the forward pass of `lm_logits` on a (B, T) batch, the loss of `tasks.lm`
 and the backward pass (no optimizer update). Reported per (family, B, T): the median step time
@@ -16,11 +21,15 @@ over `--repeats` steps after `--warmup`, tokens/s = B·T / step time, the peak m
 on top of the built model (CUDA: `max_memory_allocated`; CPU: the kernel's RSS high-water mark,
 with each case in a fresh process so one case's allocations cannot hide another's), and the model
 FLOPs utilisation: FLOPs per token (6N for the N weights used in matmuls, plus 12·L·d·T for
-attention scores and values, PaLM appendix B) x tokens/s over the device's peak — the stated
+attention scores and values, PaLM appendix B) x tokens/s over the device's peak. The attention term
+counts the full T x T score matrix even for causal attention, whose mask makes half of it unneeded,
+and it does so on every device and for every kernel — a causal flash kernel that skips the masked
+blocks does about half that work, so its MFU reads up to 2x the work done in the attention term; one
+convention keeps rows comparable — the stated
 989 TFLOP/s bf16 dense for an H100, else the measured throughput of a large matmul in the dtype the
 step runs in (fp32 on CPU). A case is skipped, and says why, once a shorter length of the same
-family and batch was slower than `--max-step-s` or when its memory, extrapolated quadratically from
-the shorter length, would pass `--max-mem-gb`.
+family and batch was slower than `--max-step-s` or when its memory, extrapolated from the family's own
+measured growth (`predicted_mem_gb`), would pass `--max-mem-gb`.
 """
 
 from __future__ import annotations
@@ -39,14 +48,20 @@ from pathlib import Path
 import torch
 
 H100_BF16_DENSE_TFLOPS = 989.0  # NVIDIA H100 SXM datasheet, dense (no sparsity)
-DEFAULT_FAMILIES = "ptb/rnn,ptb/lstm,ptb/gru,ptb/transformer,ptb/gpt,ptb/gpt:reference"
+DEFAULT_FAMILIES = ("ptb/rnn,ptb/lstm,ptb/gru,ptb/transformer,ptb/gpt,ptb/gpt:reference,"
+                    "ptb/transformer:dropout=0,ptb/gpt:dropout=0")
 FIELDS = ["device", "family", "batch", "length", "status", "step_ms", "tokens_per_s", "peak_mem_mb",
-          "params_non_embedding", "flops_per_token", "tflops", "mfu", "peak_tflops", "peak_source", "load_1min"]
+          "params_non_embedding", "flops_per_token", "tflops", "mfu", "peak_tflops", "peak_source", "load_1min",
+          "attention_kernel"]
+# the aten ops of F.scaled_dot_product_attention's backends, as the profiler names them
+SDPA_KERNELS = {"_scaled_dot_product_flash_attention": "flash", "_scaled_dot_product_efficient_attention": "efficient",
+                "_scaled_dot_product_cudnn_attention": "cudnn", "_scaled_dot_product_attention_math": "math"}
 
 
 # -- the models -----------------------------------------------------------------------------------
 def build_model(family: str, vocab: int, length: int):
-    """The LightningModule of a family preset (`ptb/gpt`, or `ptb/gpt:reference`) for sequences of `length`."""
+    """The LightningModule of a family preset (`ptb/gpt`, `ptb/gpt:reference`, `ptb/gpt:dropout=0`) for
+    sequences of `length`."""
     from hydra import compose, initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
     from hydra.utils import instantiate
@@ -54,15 +69,16 @@ def build_model(family: str, vocab: int, length: int):
     from seqbench.data.spec import TaskSpec
     from seqbench.entry import PROJECT_ROOT, register_resolvers
 
-    preset, _, variant = family.partition(":")
+    preset, *variants = family.split(":")
+    overrides = [f"+family={preset}"]
+    for variant in variants:
+        overrides.append("model.attn_impl=reference" if variant == "reference" else f"model.{variant}")
     register_resolvers()
     GlobalHydra.instance().clear()
     with initialize_config_dir(config_dir=str(PROJECT_ROOT / "conf"), version_base="1.3"):
-        cfg = compose(config_name="train", overrides=[f"+family={preset}"])
+        cfg = compose(config_name="train", overrides=overrides)
     if "context" in cfg.model:
         cfg.model.context = length
-    if variant == "reference":
-        cfg.model.attn_impl = "reference"
     return instantiate(cfg.model, spec=TaskSpec("lm", vocab_size=vocab))
 
 
@@ -81,6 +97,20 @@ def flops_per_token(model, length: int) -> float:
     if getattr(model, "lm_batching", None) == "windows":  # attention: QKᵀ and AV, forward + backward
         flops += 12.0 * model.hparams.n_layer * model.hparams.d_model * length
     return flops
+
+
+def attention_kernel(step) -> str:
+    """Which kernel computed attention in one call of `step`: an SDPA backend, `written-out` for a model
+    that computes softmax(QKᵀ/√d)V itself, '' when nothing attended (recurrent families)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CPU]) as prof:  # aten ops are dispatched on the host
+        step()
+    names = {e.name.removeprefix("aten::") for e in prof.events()}
+    found = sorted({kernel for op, kernel in SDPA_KERNELS.items() for name in names if name.startswith(op)})
+    if found:
+        return "+".join(found)
+    return "written-out" if "softmax" in names or "_softmax" in names else ""
 
 
 # -- memory -----------------------------------------------------------------------------------------
@@ -145,12 +175,13 @@ def measure(family: str, batch: int, length: int, vocab: int, device: str, warmu
         sync()
         times.append(time.perf_counter() - t0)
     step_s = statistics.median(times)
+    kernel = attention_kernel(step) if getattr(model, "lm_batching", None) == "windows" else ""
     fpt = flops_per_token(model, length)
     # a shared machine's other work slows every kernel (and stalls OpenMP barriers): record it
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
     return {"status": "ok", "step_ms": 1000 * step_s, "tokens_per_s": batch * length / step_s, "load_1min": load,
             "peak_mem_mb": peak, "params_non_embedding": model.num_params(non_embedding=True),
-            "flops_per_token": fpt, "tflops": fpt * batch * length / step_s / 1e12}
+            "flops_per_token": fpt, "tflops": fpt * batch * length / step_s / 1e12, "attention_kernel": kernel}
 
 
 def device_peak_tflops(device: torch.device) -> tuple[float, str]:
@@ -176,16 +207,34 @@ def device_peak_tflops(device: torch.device) -> tuple[float, str]:
 
 
 # -- the sweep --------------------------------------------------------------------------------------
-def _skip_reason(prev: dict | None, length: int, max_step_s: float, max_mem_gb: float) -> str | None:
-    if prev is None:
+def predicted_mem_gb(measured: list[dict], length: int) -> float:
+    """A step's memory at `length`, extrapolated from the family's own growth between its last two
+    measured lengths: m ∝ T^p with p fitted there and held within [1, 2] — no family's step memory grows
+    slower than its (B, T, V) logits or faster than attention's T² maps, and at short T a fixed part
+    makes the local exponent read low. With one measured length, p = 2 (nothing measured yet)."""
+    last = measured[-1]
+    p = 2.0
+    if len(measured) >= 2:
+        before = measured[-2]
+        ratio = last["peak_mem_mb"] / max(before["peak_mem_mb"], 1e-9)
+        p = math.log(max(ratio, 1e-9)) / math.log(last["length"] / before["length"])
+        p = min(max(p, 1.0), 2.0)
+    return last["peak_mem_mb"] * (length / last["length"]) ** p / 1024
+
+
+def _skip_reason(measured: list[dict], length: int, max_step_s: float, max_mem_gb: float) -> str | None:
+    """Why `length` is not measured, given the shorter lengths measured for this family and batch."""
+    if not measured:
         return None
+    prev = measured[-1]
     if prev["status"] != "ok":
         return f"skipped: a shorter length was {prev['status'].split(':')[0]}"
     if prev["step_ms"] / 1000 > max_step_s:
         return f"skipped: T={prev['length']} already took {prev['step_ms'] / 1000:.1f} s > --max-step-s"
-    predicted = prev["peak_mem_mb"] * (length / prev["length"]) ** 2 / 1024
+    predicted = predicted_mem_gb(measured, length)
     if predicted > max_mem_gb:
-        return f"skipped: memory extrapolated from T={prev['length']} is {predicted:.1f} GB > --max-mem-gb"
+        return (f"skipped: memory extrapolated from T={prev['length']} at the measured growth is "
+                f"{predicted:.1f} GB > --max-mem-gb")
     return None
 
 
@@ -207,11 +256,11 @@ def run(families: list[str], lengths: list[int], batch_sizes: list[int], vocab: 
     try:
         for family in families:
             for batch in batch_sizes:
-                prev = None
+                measured: list[dict] = []
                 for length in sorted(lengths):
                     row = {"device": device_name, "family": family, "batch": batch, "length": length,
                            "peak_tflops": peak_tflops, "peak_source": peak_source}
-                    reason = _skip_reason(prev, length, max_step_s, max_mem_gb)
+                    reason = _skip_reason(measured, length, max_step_s, max_mem_gb)
                     if reason:
                         row["status"] = reason
                     else:
@@ -221,7 +270,7 @@ def run(families: list[str], lengths: list[int], batch_sizes: list[int], vocab: 
                         except torch.cuda.OutOfMemoryError:
                             row["status"] = "out of memory"
                         row["mfu"] = row["tflops"] / peak_tflops if row["status"] == "ok" else None
-                        prev = row
+                        measured.append(row)
                     rows.append(row)
                     _print_row(row)
     finally:
@@ -239,7 +288,8 @@ def _print_row(row: dict) -> None:
         print(f"{row['family']:22s} B={row['batch']:<3d} T={row['length']:<5d} {row['status']}", flush=True)
         return
     print(f"{row['family']:22s} B={row['batch']:<3d} T={row['length']:<5d} {row['step_ms']:9.1f} ms "
-          f"{row['tokens_per_s']:10.0f} tok/s {row['peak_mem_mb']:8.1f} MB  MFU {100 * row['mfu']:.1f}%", flush=True)
+          f"{row['tokens_per_s']:10.0f} tok/s {row['peak_mem_mb']:8.1f} MB  MFU {100 * row['mfu']:.1f}%"
+          f"  {row.get('attention_kernel') or ''}", flush=True)
 
 
 def write_csv(rows: list[dict], path: Path) -> None:
@@ -295,7 +345,8 @@ def main(argv: list[str] | None = None) -> list[dict]:
     parser = argparse.ArgumentParser(prog="python -m seqbench.bench", description=__doc__.split("\n\n")[0])
     parser.add_argument("--device", default="auto", help="cpu, cuda or auto (cuda when available)")
     parser.add_argument("--families", default=DEFAULT_FAMILIES,
-                        help="family presets (conf/family/...); ':reference' uses the written-out attention")
+                        help="family presets (conf/family/...); ':reference' uses the written-out attention, "
+                             "':key=value' sets model.key (':dropout=0')")
     parser.add_argument("--lengths", default="64,128,256,512,1024,2048,4096")
     parser.add_argument("--batch-sizes", default="1,8")
     parser.add_argument("--vocab", type=int, default=10_000, help="vocabulary size (PTB: 10,000)")

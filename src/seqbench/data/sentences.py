@@ -25,6 +25,7 @@ import lightning as L
 import torch
 from torch.utils.data import DataLoader
 
+from seqbench.data.eval_shards import EvalShards, Marked, marked_collate
 from seqbench.data.spec import TaskSpec
 from seqbench.data.streams import IGNORE_INDEX
 from seqbench.data.vocab import UNK, Vocab
@@ -139,6 +140,11 @@ class SentenceDataModule(L.LightningDataModule):
         return batch
 
     def _loader(self, split: str, batch_size: int, shuffle: bool) -> DataLoader:
+        if not shuffle:  # evaluation: every example scored once under DDP (seqbench.data.eval_shards)
+            rank, world = (self.trainer.global_rank, self.trainer.world_size) if self.trainer else (0, 1)
+            return DataLoader(Marked(self.examples[split]), batch_size=batch_size,
+                              sampler=EvalShards(self.examples[split], rank, world),
+                              collate_fn=marked_collate(lambda ex: self.collate(ex, train=False)))
         return DataLoader(self.examples[split], batch_size=batch_size, shuffle=shuffle,
                           collate_fn=lambda ex: self.collate(ex, train=shuffle),
                           generator=torch.Generator().manual_seed(self.seed) if shuffle else None)

@@ -18,6 +18,7 @@ import torch
 from torch import nn
 
 from seqbench.checkpoints import to_plain
+from seqbench.data.eval_shards import counted_rows
 from seqbench.data.spec import TaskSpec
 from seqbench.errors import ConfigError
 from seqbench.tasks import TASK_CLASSES, make_task
@@ -51,10 +52,14 @@ class SeqModel(L.LightningModule):
         return self.task.step(self, batch, "train")
 
     def validation_step(self, batch, batch_idx: int):
-        self.task.step(self, batch, "val")
+        batch = counted_rows(batch)  # under DDP: each example scored once (seqbench.data.eval_shards)
+        if batch is not None:
+            self.task.step(self, batch, "val")
 
     def test_step(self, batch, batch_idx: int):
-        self.task.step(self, batch, "test")
+        batch = counted_rows(batch)
+        if batch is not None:
+            self.task.step(self, batch, "test")
 
     def on_train_epoch_end(self) -> None:
         self.task.epoch_end(self, "train")

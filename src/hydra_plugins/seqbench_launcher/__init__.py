@@ -1,0 +1,1 @@
+"""seqbench's Hydra launcher (process_launcher.py); Hydra instantiates launchers only from `hydra_plugins`."""

@@ -1,0 +1,98 @@
+"""A Hydra launcher that runs each job of a multirun in a fresh process, one after another.
+
+Hydra's basic launcher runs every job in the launching process, so a job inherits whatever the jobs
+before it left behind: memory that stays resident (the allocator keeps freed pages, caches grow), so
+the peak RSS recorded in `metrics.json` rose in launch order across the PTB families; and also
+imported state, thread pools and RNG streams. Resetting the kernel's high-water mark (VmHWM) per job
+does not help: it restarts from the current RSS, which already holds the earlier jobs' leftovers,
+and measuring from that RSS instead would credit a job with memory it reuses. A fresh process per job
+makes every job's numbers independent of the launch order. It costs one interpreter start and the
+imports per job (seconds, against jobs of minutes); `hydra/launcher=basic` restores Hydra's launcher.
+
+Jobs still run one at a time, so their timings do not compete for the CPU. A job whose process dies
+(killed for memory, a crash in native code) is recorded as failed, and the sweep goes on.
+"""
+
+from __future__ import annotations
+
+import logging
+import pickle
+from collections.abc import Sequence
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+from multiprocessing import get_context
+from pathlib import Path
+
+import cloudpickle
+from hydra.core.hydra_config import HydraConfig
+from hydra.core.singleton import Singleton
+from hydra.core.utils import JobReturn, JobStatus, configure_log, filter_overrides, run_job, setup_globals
+from hydra.plugins.launcher import Launcher
+from omegaconf import open_dict
+
+log = logging.getLogger(__name__)
+
+
+def _run_in_child(payload: bytes) -> bytes:
+    """One job, in the fresh process: Hydra's globals as the launcher had them, then `run_job`; its
+    `JobReturn` goes back through cloudpickle too (the configs hold classes Hydra's plugin scan
+    re-imported, which plain pickle refuses)."""
+    hydra_context, task_function, config, singleton_state = pickle.loads(payload)
+    setup_globals()
+    Singleton.set_state(singleton_state)
+    configure_log(config.hydra.hydra_logging, config.hydra.verbose)
+    HydraConfig.instance().set_config(config)
+    ret = run_job(hydra_context=hydra_context, task_function=task_function, config=config,
+                  job_dir_key="hydra.sweep.dir", job_subdir_key="hydra.sweep.subdir")
+    if ret.status == JobStatus.FAILED:  # the exception goes back to the launcher: make sure it can
+        try:
+            pickle.loads(cloudpickle.dumps(ret._return_value))
+        except Exception:
+            error = ret._return_value
+            ret._return_value = RuntimeError(f"{type(error).__name__}: {error}")
+    return cloudpickle.dumps(ret)
+
+
+class ProcessLauncher(Launcher):
+    def __init__(self) -> None:
+        self.config = self.task_function = self.hydra_context = None
+
+    def setup(self, *, hydra_context, task_function, config) -> None:
+        self.config, self.hydra_context, self.task_function = config, hydra_context, task_function
+
+    def launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> Sequence[JobReturn]:
+        setup_globals()
+        configure_log(self.config.hydra.hydra_logging, self.config.hydra.verbose)
+        Path(str(self.config.hydra.sweep.dir)).mkdir(parents=True, exist_ok=True)
+        log.info(f"Launching {len(job_overrides)} jobs locally, each in a fresh process")
+        runs = []
+        for idx, overrides in enumerate(job_overrides, start=initial_job_idx):
+            log.info(f"\t#{idx} : {' '.join(filter_overrides(overrides))}")
+            config = self.hydra_context.config_loader.load_sweep_config(self.config, list(overrides))
+            with open_dict(config):
+                config.hydra.job.id = idx
+                config.hydra.job.num = idx
+            HydraConfig.instance().set_config(config)
+            # cloudpickle: the task function is usually the entry script's `main`, which plain pickle
+            # can only name, and `@hydra.main` has replaced that name with its wrapper
+            payload = cloudpickle.dumps((self.hydra_context, self.task_function, config, Singleton.get_state()))
+            with ProcessPoolExecutor(max_workers=1, mp_context=get_context("spawn")) as pool:
+                try:
+                    ret = pickle.loads(pool.submit(_run_in_child, payload).result())
+                except BrokenProcessPool:
+                    ret = self._died(config, list(overrides))
+            runs.append(ret)
+            configure_log(self.config.hydra.hydra_logging, self.config.hydra.verbose)
+        return runs
+
+    def _died(self, config, overrides: list[str]) -> JobReturn:
+        """A job whose process ended without a result: failed, and reported as every failure is."""
+        error = RuntimeError("the job's process died without a result (killed, e.g. for memory, or a crash "
+                             "in native code); see its log in the job's directory")
+        hydra_cfg = config.hydra
+        ret = JobReturn(overrides=overrides, cfg=config, hydra_cfg=hydra_cfg, status=JobStatus.FAILED,
+                        working_dir=str(Path(str(hydra_cfg.sweep.dir)) / str(hydra_cfg.sweep.subdir)),
+                        task_name=hydra_cfg.job.name)
+        ret._return_value = error
+        self.hydra_context.callbacks.on_job_end(config=config, job_return=ret)
+        return ret

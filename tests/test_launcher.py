@@ -1,0 +1,62 @@
+"""Each job of a multirun runs in a fresh process, so no job's peak memory includes what the jobs
+launched before it left resident (src/hydra_plugins/seqbench_launcher)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import CONF, ROOT
+
+# A Hydra app whose first job leaves 300 MB resident, as a job's caches and allocator pools can; every
+# job reports its peak RSS the way RunStats measures it (VmHWM after resetting it at the job's start).
+APP = """
+import json, sys
+import hydra
+sys.path.insert(0, {src!r})
+
+LEFT_BEHIND = []
+
+def hwm_mb():
+    with open("/proc/self/status") as f:
+        return int(next(l for l in f if l.startswith("VmHWM:")).split()[1]) / 1024
+
+@hydra.main(version_base="1.3", config_path=None, config_name=None)
+def main(cfg):
+    with open("/proc/self/clear_refs", "w") as f:
+        f.write("5")
+    if cfg.big:
+        LEFT_BEHIND.append(b"x" * (300 * 2**20))
+    with open(f"{{cfg.out}}/job{{cfg.big}}.json", "w") as f:
+        json.dump({{"peak_mb": hwm_mb()}}, f)
+
+if __name__ == "__main__":
+    main()
+"""
+
+
+@pytest.mark.skipif(not Path("/proc/self/clear_refs").exists(), reason="needs Linux's /proc")
+@pytest.mark.parametrize("launcher", ["process", "basic"])
+def test_a_small_job_after_a_big_one_reports_its_own_peak(tmp_path, launcher):
+    app = tmp_path / "app.py"
+    app.write_text(APP.format(src=str(ROOT / "src")))
+    cmd = [sys.executable, str(app), "-m", "+big=1,0", f"+out={tmp_path}", f"hydra/launcher={launcher}",
+           f"hydra.searchpath=[file://{CONF}]", f"hydra.sweep.dir={tmp_path / 'sweep'}"]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    big, small = (json.loads((tmp_path / f"job{b}.json").read_text())["peak_mb"] for b in (1, 0))
+    assert big > 300
+    if launcher == "process":
+        assert small < 200  # an interpreter with Hydra: tens of MB; the first job's 300 MB are gone
+    else:  # the control: Hydra's basic launcher carries the first job's memory into the second's peak
+        assert small > 300
+
+
+def test_train_sweeps_use_the_process_launcher(cfg_factory=None):
+    text = (CONF / "hydra" / "default.yaml").read_text()
+    assert "override launcher: process" in text
+    assert "hydra_plugins.seqbench_launcher.process_launcher.ProcessLauncher" in (CONF / "hydra" / "launcher" / "process.yaml").read_text()

@@ -34,7 +34,7 @@ def corpus(tmp_path):
     for split, n in (("train", 60), ("valid", 10), ("test", 12)):
         files[split] = tmp_path / f"{split}.txt"
         files[split].write_text(text(n))
-    return [f"data=text", f"data.train_file={files['train']}", f"data.valid_file={files['valid']}",
+    return ["data=text", f"data.train_file={files['train']}", f"data.valid_file={files['valid']}",
             f"data.test_file={files['test']}", "data.level=char", "data.eval_batch_size=1"]
 
 
@@ -143,3 +143,18 @@ def test_the_command_measures_every_family_on_the_same_targets(corpus, cfg_facto
     assert lstm_ks == [1, 4, 32]
     assert (out / "context_text.png").is_file()
     assert "| text | lstm |" in (out / "context_usage.md").read_text()
+
+
+def test_paths_that_hold_no_run_end_in_one_sentence(tmp_path):
+    with pytest.raises(cu.UserError, match="does not exist"):
+        cu.expand([tmp_path / "nowhere"])
+    with pytest.raises(cu.UserError, match="holds no run"):
+        cu.expand([tmp_path])
+    (tmp_path / "run" / ".hydra").mkdir(parents=True)
+    (tmp_path / "run" / ".hydra" / "config.yaml").write_text("{}\n")
+    with pytest.raises(cu.UserError, match="holds no best-"):
+        cu.expand([tmp_path / "run"])
+    stray = tmp_path / "model.ckpt"
+    stray.write_bytes(b"")
+    with pytest.raises(cu.UserError, match="checkpoints/ folder of the run"):
+        cu.expand([stray])

@@ -175,6 +175,16 @@ class RecurrentModel(SeqModel):
         self._state[stage] = detach_state(state)
         return logits
 
+    def next_token_logits(self, tokens: torch.Tensor) -> torch.Tensor:
+        """tokens (B, T) -> logits (B, V) of the next token, read from a zero state: the model knows
+        exactly these T tokens (`seqbench.analysis.context_usage`)."""
+        return self.net.last_logits(tokens)[0]
+
+    def read_on(self, tokens: torch.Tensor, state=None) -> tuple[torch.Tensor, object]:
+        """Continue reading a stream from `state`: tokens (B, T) -> next-token logits (B, V) and the new
+        state, so one pass over a split scores chosen positions with everything before them."""
+        return self.net.last_logits(tokens, state)
+
     @torch.no_grad()
     def generate(self, prompt: torch.Tensor, max_new_tokens: int, temperature: float = 1.0,
                  top_k: int | None = None) -> torch.Tensor:

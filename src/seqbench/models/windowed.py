@@ -56,6 +56,11 @@ class WindowedLM(SeqModel):
     def lm_logits(self, batch: dict, stage: str) -> torch.Tensor:
         return self.net(batch["input"])  # (B, T, V)
 
+    def next_token_logits(self, tokens: torch.Tensor) -> torch.Tensor:
+        """tokens (B, T) -> logits (B, V) of the next token, read as trained: the last `context` tokens
+        (`seqbench.analysis.context_usage` measures how much of them the model uses)."""
+        return self.net.last_logits(tokens[:, -self.context:])
+
     def generate(self, prompt: torch.Tensor, max_new_tokens: int, temperature: float = 1.0,
                  top_k: int | None = None) -> torch.Tensor:
         """prompt (B, T) -> (B, T + max_new_tokens), reading at most `context` tokens back."""

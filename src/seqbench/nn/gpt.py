@@ -80,6 +80,10 @@ class GPT(nn.Module):
     def forward(self, tokens: Tensor) -> Tensor:
         return self.lm_head(self.features(tokens))  # (B, T, V)
 
+    def last_logits(self, tokens: Tensor) -> Tensor:
+        """tokens (B, T) -> logits (B, V) of the token after them (the head on the last state only)."""
+        return self.lm_head(self.features(tokens)[:, -1])
+
     def num_params(self, non_embedding: bool = True) -> int:
         """Parameters; `non_embedding` leaves out the position table (the tied token table is the head)."""
         n = sum(p.numel() for p in self.parameters())

@@ -55,6 +55,13 @@ class RecurrentLM(nn.Module):
         out, state = self.rnn(x, state)  # (B, T, H)
         return self.decoder(self.output_dropout(out)), state
 
+    def last_logits(self, tokens: Tensor, state=None) -> tuple[Tensor, object]:
+        """tokens (B, T) -> logits (B, V) of the token after them, and the state; the decoder runs on
+        the last step only (a (B, T, V) tensor of a 1000-token read would not fit in memory)."""
+        x = self.embedding_dropout(self.embedding(tokens))  # (B, T, E)
+        out, state = self.rnn(x, state)  # (B, T, H)
+        return self.decoder(self.output_dropout(out[:, -1])), state
+
 
 def map_state(fn, state):
     """Apply `fn` to the tensor(s) of a recurrent state: h, or the LSTM's (h, c)."""

@@ -77,6 +77,10 @@ class TransformerLM(nn.Module):
     def forward(self, tokens: Tensor) -> Tensor:
         return self.head(self.features(tokens, causal=True))  # (B, T, V)
 
+    def last_logits(self, tokens: Tensor) -> Tensor:
+        """tokens (B, T) -> logits (B, V) of the token after them (the head on the last state only)."""
+        return self.head(self.features(tokens, causal=True)[:, -1])
+
 
 @torch.no_grad()
 def generate_windowed(net: nn.Module, prompt: Tensor, max_new_tokens: int, context: int,

@@ -1,0 +1,160 @@
+"""Context usage (seqbench.analysis.context_usage): what each reading of a model really gives it.
+
+Tiny untrained models on a small character corpus: the properties hold for any weights.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+import random
+
+import lightning as L
+import pytest
+import torch
+from omegaconf import OmegaConf
+
+from conftest import TINY
+from seqbench.analysis import context_usage as cu
+from seqbench.run import build
+
+TINY_GPT = [*TINY, "model=gpt", "model.n_layer=1", "model.n_head=2", "model.d_model=16"]
+
+
+@pytest.fixture
+def corpus(tmp_path):
+    """Three splits of made-up text: varied enough that context changes the prediction."""
+    rng = random.Random(0)
+    words = ["the", "cat", "sat", "on", "a", "mat", "and", "dog", "ran", "off", "to", "sea"]
+
+    def text(n_lines: int) -> str:
+        return "\n".join(" ".join(rng.choice(words) for _ in range(rng.randint(3, 9))) for _ in range(n_lines)) + "\n"
+
+    files = {}
+    for split, n in (("train", 60), ("valid", 10), ("test", 12)):
+        files[split] = tmp_path / f"{split}.txt"
+        files[split].write_text(text(n))
+    return ["data=text", f"data.train_file={files['train']}", f"data.valid_file={files['valid']}",
+            f"data.test_file={files['test']}", "data.level=char", "data.eval_batch_size=1"]
+
+
+def test_a_recurrent_model_with_the_whole_split_before_each_target_scores_the_ordinary_test_loss(corpus, cfg_factory):
+    torch.manual_seed(0)
+    dm, model = build(cfg_factory(["model=lstm", *corpus]))
+    model.eval()
+    stream = dm.streams["test"]
+    everything = torch.arange(1, stream.numel())  # every target of the split
+    full = cu.full_context_losses(model, stream, everything)
+    trainer = L.Trainer(logger=False, enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
+                        accelerator="cpu")
+    ordinary = trainer.test(model, datamodule=dm, verbose=False)[0]["test/loss"]
+    assert math.isclose(full.mean().item(), ordinary, rel_tol=1e-5)
+    # reading the k = p tokens before a target from a zero state is the same as the carried state
+    some = everything[[40, 100, 200]]
+    sparse = cu.full_context_losses(model, stream, some, chunk=7)  # gaps read in chunks: the state carries
+    assert torch.allclose(sparse, full[some - 1], atol=1e-5)
+    for p in some.tolist():
+        alone = cu.read_losses(model, stream, torch.tensor([p]), p)
+        assert torch.allclose(alone, full[p - 1 : p], atol=1e-5)
+    # and a shorter read is a different number (the model does use what came before)
+    assert not torch.allclose(cu.read_losses(model, stream, some, 2), full[some - 1], atol=1e-4)
+
+
+@pytest.fixture
+def gpt(corpus, cfg_factory):
+    torch.manual_seed(0)
+    dm, model = build(cfg_factory([*TINY_GPT, "model.context=8", *corpus], tiny=False))
+    return dm, model.eval()
+
+
+def test_a_model_that_sees_n_tokens_gives_a_flat_curve_beyond_n(gpt):
+    dm, model = gpt
+    stream = dm.streams["test"]
+    positions = cu.sample_targets(stream.numel(), 30, need=24, seed=1)
+    beyond = [cu.read_losses(model, stream, positions, k, batch_tokens=64) for k in (8, 12, 24)]
+    for losses in beyond[1:]:
+        assert torch.allclose(losses, beyond[0], atol=1e-6)
+    assert torch.allclose(cu.full_context_losses(model, stream, positions), beyond[0], atol=1e-6)
+    within = cu.read_losses(model, stream, positions, 2)
+    assert (within - beyond[0]).abs().max() > 1e-4  # below n the reads differ
+
+
+def test_perturbing_tokens_beyond_the_context_changes_nothing(gpt):
+    dm, model = gpt
+    stream = dm.streams["test"]
+    positions = cu.sample_targets(stream.numel(), 30, need=20, seed=2)
+    intact = cu.read_losses(model, stream, positions, 20)
+    unigram = torch.bincount(dm.streams["train"], minlength=model.spec.vocab_size).double()
+    for perturb in (cu.shuffle_far(8, torch.Generator().manual_seed(0)),
+                    cu.replace_far(8, unigram, torch.Generator().manual_seed(0))):
+        assert torch.equal(cu.read_losses(model, stream, positions, 20, perturb=perturb), intact)
+    nearer = cu.read_losses(model, stream, positions, 20, perturb=cu.shuffle_far(3, torch.Generator().manual_seed(0)))
+    assert (nearer - intact).abs().max() > 1e-4
+
+
+def test_shuffling_keeps_the_near_tokens_and_the_far_multiset_and_replacing_draws_from_the_unigram():
+    x = torch.arange(40).view(2, 20)
+    shuffled = cu.shuffle_far(5, torch.Generator().manual_seed(0))(x)
+    assert torch.equal(shuffled[:, 15:], x[:, 15:])
+    assert torch.equal(shuffled[:, :15].sort(dim=1).values, x[:, :15])
+    assert not torch.equal(shuffled, x)
+    unigram = torch.zeros(50, dtype=torch.double)
+    unigram[[45, 46]] = 1.0
+    replaced = cu.replace_far(5, unigram, torch.Generator().manual_seed(0))(x)
+    assert torch.equal(replaced[:, 15:], x[:, 15:])
+    assert set(replaced[:, :15].flatten().tolist()) <= {45, 46}
+
+
+def test_targets_are_seeded_and_far_enough_and_effective_context_is_the_first_k_within_one_percent():
+    a, b = cu.sample_targets(1000, 50, need=300, seed=3), cu.sample_targets(1000, 50, need=300, seed=3)
+    assert torch.equal(a, b) and int(a.min()) >= 300 and len(set(a.tolist())) == 50
+    assert not torch.equal(a, cu.sample_targets(1000, 50, need=300, seed=4))
+    stream = torch.arange(1000)
+    assert torch.equal(cu.windows(stream, torch.tensor([300, 512]), 3), torch.tensor([[297, 298, 299], [509, 510, 511]]))
+    curve = [(1, 6.0), (10, 5.2), (100, 5.04), (200, 5.0)]
+    assert cu.effective_context(curve, full=5.0) == 100
+    assert cu.effective_context(curve, full=4.0) is None
+
+
+def _save_run(cfg, model, run_dir):
+    (run_dir / ".hydra").mkdir(parents=True)
+    OmegaConf.save(cfg, run_dir / ".hydra" / "config.yaml")
+    (run_dir / "checkpoints").mkdir()
+    torch.save({"state_dict": model.state_dict()}, run_dir / "checkpoints" / "last.ckpt")
+
+
+def test_the_command_measures_every_family_on_the_same_targets(corpus, cfg_factory, tmp_path):
+    torch.manual_seed(0)
+    runs = []
+    for name, args, tiny in (("lstm", ["model=lstm"], True), ("gpt", [*TINY_GPT, "model.context=16"], False)):
+        cfg = cfg_factory([*args, *corpus], tiny=tiny)
+        _, model = build(cfg)
+        _save_run(cfg, model, tmp_path / name)
+        runs.append(tmp_path / name)
+    out = tmp_path / "out"
+    results = cu.main([str(runs[0]), str(runs[1] / "checkpoints" / "last.ckpt"), "--out", str(out), "--targets", "15",
+                       "--ks", "1", "4", "32", "--prefix", "24", "--ds", "2", "8"])
+    assert set(results) == {"lstm", "gpt"}
+    rows = list(csv.DictReader(open(out / "context_usage.csv")))
+    assert {r["family"] for r in rows} == {"lstm", "gpt"} and {r["targets"] for r in rows} == {"15"}
+    gpt_ks = [int(r["x"]) for r in rows if r["family"] == "gpt" and r["measure"] == "prefix"]
+    assert gpt_ks == [1, 4, 16]  # k up to the trained context, which is the full context
+    lstm_ks = [int(r["x"]) for r in rows if r["family"] == "lstm" and r["measure"] == "prefix"]
+    assert lstm_ks == [1, 4, 32]
+    assert (out / "context_text.png").is_file()
+    assert "| text | lstm |" in (out / "context_usage.md").read_text()
+
+
+def test_paths_that_hold_no_run_end_in_one_sentence(tmp_path):
+    with pytest.raises(cu.UserError, match="does not exist"):
+        cu.expand([tmp_path / "nowhere"])
+    with pytest.raises(cu.UserError, match="holds no run"):
+        cu.expand([tmp_path])
+    (tmp_path / "run" / ".hydra").mkdir(parents=True)
+    (tmp_path / "run" / ".hydra" / "config.yaml").write_text("{}\n")
+    with pytest.raises(cu.UserError, match="holds no best-"):
+        cu.expand([tmp_path / "run"])
+    stray = tmp_path / "model.ckpt"
+    stray.write_bytes(b"")
+    with pytest.raises(cu.UserError, match="checkpoints/ folder of the run"):
+        cu.expand([stray])

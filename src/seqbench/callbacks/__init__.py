@@ -3,8 +3,9 @@
 from seqbench.callbacks.alignment_maps import AlignmentMaps
 from seqbench.callbacks.baseline import ProbeBaseline
 from seqbench.callbacks.learning_curve import LearningCurve
+from seqbench.callbacks.nt_asgd import NTASGD
 from seqbench.callbacks.progress_log import ProgressLog
 from seqbench.callbacks.run_stats import RunStats
 from seqbench.callbacks.validation_samples import ValidationSamples
 
-__all__ = ["AlignmentMaps", "LearningCurve", "ProbeBaseline", "ProgressLog", "RunStats", "ValidationSamples"]
+__all__ = ["AlignmentMaps", "LearningCurve", "NTASGD", "ProbeBaseline", "ProgressLog", "RunStats", "ValidationSamples"]

@@ -56,6 +56,7 @@ class LanguageModelDataModule(L.LightningDataModule):
         eval_stride: int | None = None,
         seed: int = 0,
         tokenizer_from: str | None = None,
+        variable_bptt: bool = False,
     ) -> None:
         super().__init__()
         self.data_dir = Path(data_dir).expanduser()
@@ -63,6 +64,7 @@ class LanguageModelDataModule(L.LightningDataModule):
         self.batch_size = batch_size
         self.eval_batch_size = eval_batch_size
         self.bptt = bptt
+        self.variable_bptt = variable_bptt  # stream: training windows of random length (AWD-LSTM), see streams.py
         self.level = level
         self.bpe_vocab, self.lowercase = bpe_vocab, lowercase  # level=bpe: its tokenizer's size and case
         self.subword = None  # level=bpe: the SubwordTokenizer trained on train
@@ -144,7 +146,13 @@ class LanguageModelDataModule(L.LightningDataModule):
 
     def _stream_loader(self, split: str, batch_size: int, start: int = 0) -> DataLoader:
         rank, world = self._rank()
-        dataset = StreamWindows(self.streams[split], batch_size, self.bptt, rank, world)
+        variable = self.variable_bptt and split == "train"
+        if variable and self.trainer is not None and self.trainer.reload_dataloaders_every_n_epochs != 1:
+            # Lightning counts an epoch's batches when it builds the loader; new lengths mean a new count
+            raise ConfigError("data.variable_bptt=true draws new window lengths every epoch, so the training "
+                              "loader must be rebuilt each epoch: set trainer.reload_dataloaders_every_n_epochs=1.")
+        dataset = StreamWindows(self.streams[split], batch_size, self.bptt, rank, world, variable=variable,
+                                seed=self.seed, epoch=lambda: self.trainer.current_epoch if self.trainer else 0)
         dataset.start = start
         # batch_size=None: the dataset yields whole batches; an IterableDataset keeps Lightning
         # from injecting a DistributedSampler that would shuffle the windows out of order. A private

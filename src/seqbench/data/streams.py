@@ -18,13 +18,22 @@ its two sides; that is the price of batching. Cells past a column's end ("-") ho
 and the target `IGNORE_INDEX`, so every target token is scored exactly once, and the loss counts
 only real tokens.
 
+Variable-length BPTT (Merity et al. 2018, §4.1; training only, `variable=True`): instead of fixed
+`bptt` windows, each window's length is drawn — bptt with probability 0.95, else bptt/2, plus
+N(0, 5) noise, at least 5 — so the cut points move from epoch to epoch and every token is, over
+epochs, trained with every amount of truncated context. The windows still tile the columns
+end to end (each token is a target once per epoch, the state is carried exactly as above), and each
+carries `lr_scale` = its drawn length / bptt for the model's optimizer step. The lengths are drawn
+from a generator seeded by (seed, epoch), so a resumed run finds window w where it was.
+Evaluation never varies: valid and test use the fixed windows.
+
 Under DDP rank r takes columns [r*B/W, (r+1)*B/W): one contiguous shard of the stream. Because
 columns never interact, W processes see exactly the batches one process would, split by rows.
 """
 
 from __future__ import annotations
 
-import math
+from collections.abc import Callable
 
 import torch
 from torch.utils.data import IterableDataset
@@ -57,7 +66,8 @@ class StreamWindows(IterableDataset):
     `start` lets a resumed run continue mid-epoch at the window after the last one it trained on.
     """
 
-    def __init__(self, stream: torch.Tensor, batch_size: int, bptt: int, rank: int = 0, world_size: int = 1):
+    def __init__(self, stream: torch.Tensor, batch_size: int, bptt: int, rank: int = 0, world_size: int = 1,
+                 variable: bool = False, seed: int = 0, epoch: Callable[[], int] = lambda: 0):
         super().__init__()
         if batch_size % world_size:
             raise ValueError(f"batch_size {batch_size} is not divisible by the {world_size} DDP processes")
@@ -67,14 +77,36 @@ class StreamWindows(IterableDataset):
         self.bptt = bptt
         # the window count comes from the global layout so every rank yields the same number of
         # batches (DDP would hang otherwise); a rank's last window may hold only padding
-        self.num_windows = math.ceil(inputs.size(1) / bptt)
+        self.width = inputs.size(1)
+        self.variable, self.seed, self.epoch = variable, seed, epoch
+        self._bounds: tuple[int, list] | None = None  # (epoch, windows) of the last variable layout
         self.start = 0
 
+    def windows(self) -> list[tuple[int, int, float]]:
+        """(first column, end column, lr_scale) of each window of this epoch."""
+        if not self.variable:
+            return [(s, min(s + self.bptt, self.width), 1.0) for s in range(0, self.width, self.bptt)]
+        epoch = self.epoch()
+        if self._bounds is None or self._bounds[0] != epoch:
+            g = torch.Generator().manual_seed(self.seed * 1_000_003 + epoch)
+            bounds, s = [], 0
+            while s < self.width:
+                base = self.bptt if torch.rand(1, generator=g).item() < 0.95 else self.bptt / 2
+                length = max(5, int(torch.empty(1).normal_(base, 5, generator=g).item()))
+                bounds.append((s, min(s + length, self.width), length / self.bptt))
+                s += length
+            self._bounds = (epoch, bounds)
+        return self._bounds[1]
+
     def __len__(self) -> int:
-        return self.num_windows
+        return len(self.windows())
 
     def __iter__(self):
         start, self.start = self.start, 0  # a resume offset applies to one pass only
-        for w in range(start, self.num_windows):
-            cols = slice(w * self.bptt, (w + 1) * self.bptt)
-            yield {"input": self.inputs[:, cols], "target": self.targets[:, cols], "window": w}
+        windows = self.windows()
+        for w in range(start, len(windows)):
+            first, end, scale = windows[w]
+            batch = {"input": self.inputs[:, first:end], "target": self.targets[:, first:end], "window": w}
+            if self.variable:
+                batch["lr_scale"] = scale
+            yield batch

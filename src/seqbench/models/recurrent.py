@@ -73,11 +73,18 @@ class RecurrentModel(SeqModel):
         crf: bool = False,
         char_features: int = 0,
         char_embedding_size: int = 25,
+        hidden_dropout: float | None = None,
+        lock_dropout: bool = False,
+        word_dropout: float = 0.0,
+        weight_drop: float = 0.0,
+        ar: float = 0.0,
+        tar: float = 0.0,
     ) -> None:
         super().__init__(spec, optimizer, scheduler, scheduler_interval, scheduler_monitor)
         self.save_hyperparameters(ignore=["spec", "optimizer", "scheduler"])
         self.pooling = pooling
         self._state: dict[str, object] = {}
+        self._lr_scale = 1.0  # variable-length BPTT: this window's length / data.bptt
         # Unset, the embedding is as wide as the hidden state, so `model.hidden_size=400` alone keeps
         # weight tying (which needs the two equal) working instead of failing on a size mismatch.
         embedding_size = embedding_size or hidden_size
@@ -88,8 +95,12 @@ class RecurrentModel(SeqModel):
                 raise ConfigError("model.bidirectional=true cannot model language left to right: a "
                                   "bidirectional RNN sees the token it must predict; use it for classification or tagging.")
             self.net = RecurrentLM(spec.vocab_size, cell, embedding_size, hidden_size, num_layers, dropout,
-                                   embedding_dropout, output_dropout, tie_weights, init_range, nonlinearity, impl)
+                                   embedding_dropout, output_dropout, tie_weights, init_range, nonlinearity, impl,
+                                   hidden_dropout, lock_dropout, word_dropout, weight_drop, ar, tar)
             return
+        if lock_dropout or word_dropout or weight_drop or ar or tar or hidden_dropout is not None:
+            raise ConfigError("model.lock_dropout, hidden_dropout, word_dropout, weight_drop, ar and tar are AWD-LSTM's "
+                              f"language-model regularisers; the data poses {spec.task!r}, not lm: leave them unset.")
         if spec.task == "image" and spec.input_dim is None:
             raise ConfigError("a recurrent model reads images as sequences: set data.as_sequence=rows, pixels "
                               "or permuted_pixels.")
@@ -184,6 +195,31 @@ class RecurrentModel(SeqModel):
         """Continue reading a stream from `state`: tokens (B, T) -> next-token logits (B, V) and the new
         state, so one pass over a split scores chosen positions with everything before them."""
         return self.net.last_logits(tokens, state)
+
+    def lm_penalty(self) -> torch.Tensor | None:
+        """AR + TAR of this training step (added to the loss by the LM task), or None when both are off.
+        Taken once: the module keeps no reference to the step's graph (AveragedModel deep-copies it)."""
+        penalty, self.net.penalty = self.net.penalty, None
+        return penalty
+
+    def on_train_batch_start(self, batch, batch_idx: int) -> None:
+        self._lr_scale = float(batch.get("lr_scale", 1.0)) if isinstance(batch, dict) else 1.0
+
+    def optimizer_step(self, epoch, batch_idx, optimizer, optimizer_closure=None) -> None:
+        """Variable-length BPTT (Merity et al. 2018, §4.1): the LR is scaled by the window's length over
+        data.bptt for this step only, so short windows do not weigh as much as long ones. Scaling the
+        LR, not the loss, keeps the clipping norm meaning the same for every window (as in AWD-LSTM)."""
+        if self._lr_scale == 1.0:
+            optimizer.step(closure=optimizer_closure)
+            return
+        lrs = [g["lr"] for g in optimizer.param_groups]
+        for g in optimizer.param_groups:
+            g["lr"] *= self._lr_scale
+        try:
+            optimizer.step(closure=optimizer_closure)
+        finally:
+            for g, lr in zip(optimizer.param_groups, lrs):
+                g["lr"] = lr
 
     @torch.no_grad()
     def generate(self, prompt: torch.Tensor, max_new_tokens: int, temperature: float = 1.0,

@@ -64,6 +64,12 @@ class LanguageModelling(nn.Module):
         if stage == "train":
             model.log("train/loss", loss, prog_bar=True)
             model.log("train/ppl", loss.detach().exp(), prog_bar=True)
+            # a family's own regulariser of this step (AWD-LSTM's AR/TAR): trained on, never scored
+            take = getattr(model, "lm_penalty", None)
+            penalty = take() if callable(take) else None
+            if penalty is not None:
+                model.log("train/penalty", penalty)
+                loss = loss + penalty
         return loss
 
     def nll(self, stage: str) -> MeanMetric:

@@ -1,0 +1,151 @@
+"""AWD-LSTM's regularisers (seqbench.nn.awd), variable-length BPTT and NT-ASGD (seqbench.callbacks.nt_asgd)."""
+
+from __future__ import annotations
+
+import json
+from types import SimpleNamespace
+
+import pytest
+import torch
+from torch import nn
+
+from conftest import DATA_DIR
+from seqbench.callbacks.nt_asgd import NTASGD, nonmonotone_trigger
+from seqbench.data.streams import IGNORE_INDEX, StreamWindows
+from seqbench.nn.awd import LockedDropout, drop_recurrent_weights, word_dropout
+from seqbench.nn.recurrent_lm import RecurrentLM
+from seqbench.run import build, make_trainer, train
+
+
+def test_a_locked_mask_is_the_same_at_every_step_and_differs_between_sequences():
+    torch.manual_seed(0)
+    drop = LockedDropout(0.5).train()
+    y = drop(torch.ones(8, 20, 16))  # (B, T, C)
+    assert torch.equal(y, y[:, :1].expand_as(y))  # one mask per sequence, reused at every step
+    assert set(y.unique().tolist()) == {0.0, 2.0}  # dropped or rescaled by 1/(1-p)
+    assert not torch.equal(y[0, 0], y[1, 0])  # another sequence, another mask
+    assert torch.equal(drop.eval()(y), y)
+
+
+def test_weight_drop_changes_the_recurrent_weights_in_training_only_and_keeps_the_parameters():
+    torch.manual_seed(0)
+    plain = nn.LSTM(4, 6, batch_first=True)
+    dropped = drop_recurrent_weights(nn.LSTM(4, 6, batch_first=True), 0.5)
+    raw = dropped.parametrizations.weight_hh_l0.original
+    with torch.no_grad():
+        raw.copy_(plain.weight_hh_l0)
+        for name in ("weight_ih_l0", "bias_ih_l0", "bias_hh_l0"):
+            getattr(dropped, name).copy_(getattr(plain, name))
+    before = raw.detach().clone()
+    x = torch.randn(3, 5, 4)
+    out_train, _ = dropped.train()(x)
+    seen = dropped.weight_hh_l0  # what the kernel reads in training: some entries zeroed, the rest x2
+    assert (seen == 0).any() and torch.allclose(seen[seen != 0], 2 * before[seen != 0])
+    assert not torch.allclose(out_train, plain(x)[0])
+    out_train.sum().backward()
+    assert raw.grad is not None and (raw.grad == 0).any()  # the gradient reaches the raw matrix, masked
+    torch.testing.assert_close(raw.detach(), before, rtol=0, atol=0)  # the stored parameter is untouched
+    assert torch.equal(dropped.state_dict()["parametrizations.weight_hh_l0.original"], before)
+    dropped.eval()
+    assert dropped.weight_hh_l0 is raw  # eval reads the raw matrix itself
+    torch.testing.assert_close(dropped(x)[0], plain(x)[0])
+
+
+def test_embedding_dropout_zeroes_whole_words_and_rescales_the_rest():
+    torch.manual_seed(0)
+    emb = nn.Embedding(50, 8)
+    tokens = torch.randint(0, 50, (4, 30))
+    out = word_dropout(emb, tokens, 0.5, training=True)  # (B, T, E)
+    full = emb(tokens)
+    zero = (out == 0).all(-1)  # (B, T): positions whose word was dropped
+    assert zero.any() and (~zero).any()
+    for w in tokens.unique():  # a word is dropped everywhere it occurs or nowhere
+        at = tokens == w
+        assert zero[at].all() or (~zero[at]).all()
+    torch.testing.assert_close(out[~zero], 2 * full[~zero])
+    assert torch.equal(word_dropout(emb, tokens, 0.5, training=False), full)
+
+
+def test_the_awd_stack_ties_a_narrower_last_layer_and_trains_with_its_penalty():
+    torch.manual_seed(0)
+    lm = RecurrentLM(30, "lstm", 8, 20, 3, 0.3, tie_weights=True, lock_dropout=True, word_dropout=0.1,
+                     weight_drop=0.5, ar=2.0, tar=1.0).train()
+    assert lm.decoder.weight is lm.embedding.weight and lm.sizes == [20, 20, 8]
+    tokens = torch.randint(0, 30, (2, 6))
+    logits, state = lm(tokens)
+    assert logits.shape == (2, 6, 30) and [s[0].shape[-1] for s in state] == [20, 20, 8]
+    assert lm.penalty is not None and lm.penalty > 0
+    lm.eval()
+    a, _ = lm(tokens)
+    assert lm.penalty is None and torch.equal(a, lm(tokens)[0])  # no mask of any kind in eval
+
+
+def test_variable_bptt_tiles_every_column_once_with_lengths_that_vary_by_epoch():
+    stream = torch.arange(2001)
+    epoch = [0]
+    ds = StreamWindows(stream, 4, 20, variable=True, seed=3, epoch=lambda: epoch[0])
+    batches = list(ds)
+    assert len(batches) == len(ds)
+    targets = torch.cat([b["target"] for b in batches], dim=1)
+    real = targets[targets != IGNORE_INDEX]
+    assert torch.equal(real.sort().values, stream[1:])  # every target once, in column order
+    lengths = [b["input"].size(1) for b in batches]
+    assert len(set(lengths)) > 3 and min(lengths[:-1]) >= 5
+    assert all(b["lr_scale"] == pytest.approx(b["input"].size(1) / 20) for b in batches[:-1])
+    again = [b["input"].size(1) for b in StreamWindows(stream, 4, 20, variable=True, seed=3, epoch=lambda: 0)]
+    assert again == lengths  # a resumed run finds the same windows
+    epoch[0] = 1
+    assert [b["input"].size(1) for b in ds] != lengths
+
+
+def test_the_nonmonotone_trigger_fires_exactly_on_its_criterion():
+    # worse than the best of all but the last n=2 checks, and only with more than n earlier checks
+    assert not nonmonotone_trigger([5.0, 4.0], 6.0, 2)
+    assert not nonmonotone_trigger([5.0, 4.0, 3.0], 4.5, 2)  # best before the last 2 is 5.0
+    assert nonmonotone_trigger([5.0, 4.0, 3.0], 5.1, 2)
+    assert not nonmonotone_trigger([5.0, 4.0, 3.0], 5.0, 2)  # equal is not worse
+    cb = NTASGD(nonmono=2)
+    losses = [5.0, 4.0, 3.0, 3.5, 3.2, 3.1, 2.9]
+    switched = []
+    for step, loss in enumerate(losses):
+        trainer = SimpleNamespace(sanity_checking=False, callback_metrics={"val/loss": torch.tensor(loss)},
+                                  global_step=step)
+        cb.on_validation_end(trainer, None)
+        switched.append(cb.averaging)
+    # 3.5 is worse than the best (3.0) but within the last 2 checks: tolerated; 3.1 is worse than
+    # min(5, 4, 3) with 3.5 and 3.2 after it: the switch, at that check and never before
+    assert switched == [False, False, False, False, False, True, True] and cb.switched_at == 5
+    restored = NTASGD(nonmono=2)
+    restored.load_state_dict(cb.state_dict())
+    assert restored.averaging and restored.history == pytest.approx(losses)
+
+
+AWD_TINY = ["experiment=ptb_awd_cpu", "model.embedding_size=16", "model.hidden_size=24", "data.batch_size=8",
+            "data.bptt=10", "trainer.max_epochs=2", "trainer.limit_train_batches=12", "trainer.limit_val_batches=3",
+            "trainer.limit_test_batches=3", "trainer.val_check_interval=4", "trainer.max_time=null",
+            "callbacks.nt_asgd.nonmono=1"]
+
+
+@pytest.mark.skipif(not (DATA_DIR / "ptb").is_dir(), reason="PTB not in SEQBENCH_DATA_DIR")
+def test_the_averaged_weights_are_validated_checkpointed_and_tested(cfg_factory, tmp_path, monkeypatch):
+    # the trigger's criterion is tested above; here it fires at the second check so the run averages
+    monkeypatch.setattr("seqbench.callbacks.nt_asgd.nonmonotone_trigger", lambda history, loss, n: len(history) >= 1)
+    cfg = cfg_factory(AWD_TINY)
+    metrics = train(cfg, tmp_path, choices={"model": "lstm", "data": "ptb"})
+    assert metrics["status"] == "completed"
+    ckpt = torch.load(metrics["tested_checkpoint"], map_location="cpu", weights_only=True)
+    average, raw = ckpt["state_dict"], ckpt["current_model_state"]
+    assert any(not torch.equal(average[k], raw[k]) for k in average)
+    assert int(ckpt["averaging_state"]["n_averaged"]) > 1
+
+    def evaluate(state: dict, split: str) -> float:
+        plain = cfg_factory([*AWD_TINY, "~callbacks.nt_asgd"])
+        datamodule, model = build(plain)
+        model.load_state_dict(state)
+        run = make_trainer(plain).validate if split == "val" else make_trainer(plain).test
+        return run(model, datamodule=datamodule, verbose=False)[0][f"{split}/loss"]
+
+    on_disk = json.loads((tmp_path / "metrics.json").read_text())
+    assert evaluate(average, "val") == pytest.approx(on_disk["val/loss_best"], rel=1e-5)
+    assert evaluate(raw, "val") != pytest.approx(on_disk["val/loss_best"], rel=1e-4)
+    assert evaluate(average, "test") == pytest.approx(on_disk["test/loss"], rel=1e-5)

@@ -30,7 +30,7 @@ def test_tiny_lstm_overfits_a_ptb_slice_far_below_unigram_entropy(cfg_factory, t
     counts = Counter(targets.tolist())
     entropy = -sum(c / len(targets) * math.log(c / len(targets)) for c in counts.values())  # nats/token
     assert entropy > 3.5  # a real slice of text, not a degenerate one
-    record_property("learned", metrics["train/loss_epoch"] / entropy)
+    record_property("learned", float(metrics["train/loss_epoch"]) / entropy)
     assert metrics["train/loss_epoch"] < 0.25 * entropy
 
 

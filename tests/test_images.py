@@ -311,9 +311,11 @@ def _fit(model, dm, epochs: int) -> float:
 
 
 @needs_mnist
-def test_tiny_vit_and_row_lstm_beat_90_percent_on_2000_images(seed, record_property):
+def test_tiny_vit_and_row_lstm_pass_88_percent_on_2000_images(seed, record_property):
     """About 35 s of one CPU thread. The ViT needs the shifts and many passes: without them it stays
-    near 85% on 2,000 images (it has no convolution's locality to lean on), the LSTM does not."""
+    near 85% on 2,000 images (it has no convolution's locality to lean on), the LSTM does not.
+    Measured on an AMD EPYC, seeds 0-2: ViT 0.931, 0.931, 0.920; LSTM 0.926, 0.916, 0.922 (1,000
+    test images: one standard error is ~0.8 points), so the bound sits 3.6 points below the lowest."""
     dm = MNISTDataModule(str(DATA_DIR), train_size=2000, as_sequence="rows", augment=True, download=False)
     dm.setup()
     vit = ViTModel(dm.spec, partial(torch.optim.AdamW, lr=3e-3, weight_decay=0.01), patch_size=7, d_model=64,
@@ -324,7 +326,7 @@ def test_tiny_vit_and_row_lstm_beat_90_percent_on_2000_images(seed, record_prope
                           num_layers=1, init_range=None)
     lstm_acc = _fit(lstm, dm, epochs=15)
     record_property("learned", {"vit": vit_acc, "lstm": lstm_acc})
-    assert vit_acc > 0.90 and lstm_acc > 0.90, (vit_acc, lstm_acc)
+    assert vit_acc > 0.88 and lstm_acc > 0.88, (vit_acc, lstm_acc)
 
 
 # -- presets ----------------------------------------------------------------------------------------

@@ -18,8 +18,7 @@ needs_data = pytest.mark.corpus("conll2003")
 
 @needs_data
 def test_bilstm_crf_with_char_features_logs_entity_f1(cfg_factory, tmp_path, seed, record_property):
-    """The logged entity scores are seqeval's on the same sentences and predictions, and a model that
-    has seen some training finds entities (predicting all O scores F1 0)."""
+    """The logged entity scores (and accuracy) are seqeval's on the same sentences and predictions."""
     from seqeval.metrics import f1_score, precision_score, recall_score
 
     from seqbench.data.streams import IGNORE_INDEX
@@ -47,7 +46,9 @@ def test_bilstm_crf_with_char_features_logs_entity_f1(cfg_factory, tmp_path, see
     assert metrics["test/recall"] == pytest.approx(recall_score(gold, pred), abs=1e-6)
     tokens = [(g, p) for gs, ps in zip(gold, pred) for g, p in zip(gs, ps)]
     assert metrics["test/acc"] == pytest.approx(sum(g == p for g, p in tokens) / len(tokens), abs=1e-6)
-    assert metrics["test/f1"] > 0.0
+    # four batches leave the tags near random: chunks on both sides, so the comparison is not of zeros
+    # (trained longer, this small model first predicts all O and scores 0)
+    assert any(tag != "O" for sentence in pred for tag in sentence)
 
 
 @needs_data

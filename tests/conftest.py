@@ -2,6 +2,15 @@
 
 Tests read real corpora from `$SEQBENCH_DATA_DIR` (CI points it at ../shared/data; without it the
 sibling ../shared/data of the checkout is used). Each test gets its own output directory.
+
+One policy for a missing corpus: a test that reads one is marked `@pytest.mark.corpus("name")` (or
+calls `require_corpus` where the corpus is a parameter). It skips on a checkout without the data and
+fails where `SEQBENCH_REQUIRE_CORPORA=1` — scripts/test.sh, and so CI, sets it — so a green CI run
+means every corpus test ran.
+
+Tests that assert learning take their seed from the `seed` fixture (`SEQBENCH_TEST_SEED`, default 0),
+so their margin can be checked under other seeds without editing them:
+    SEQBENCH_TEST_SEED=1 python -m pytest tests/test_translation.py --random-order
 """
 
 from __future__ import annotations
@@ -12,6 +21,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
 from hydra.core.hydra_config import HydraConfig
@@ -24,6 +34,8 @@ os.environ.setdefault("SEQBENCH_DATA_DIR", str(ROOT.parent / "shared" / "data"))
 os.environ.setdefault("WANDB_MODE", "offline")
 os.environ.setdefault("WANDB_SILENT", "true")
 DATA_DIR = Path(os.environ["SEQBENCH_DATA_DIR"])
+REQUIRE_CORPORA = os.environ.get("SEQBENCH_REQUIRE_CORPORA", "0") == "1"
+TEST_SEED = int(os.environ.get("SEQBENCH_TEST_SEED", "0"))
 
 sys.path.insert(0, str(ROOT / "src"))
 from seqbench.compose import finalize  # noqa: E402
@@ -75,3 +87,35 @@ def run_cli(args: list[str], tmp_path: Path, script: str = "train.py", timeout: 
     cmd = [sys.executable, str(ROOT / "src" / script), *args, f"paths.log_dir={tmp_path}"]
     full_env = {**os.environ, "HYDRA_FULL_ERROR": "0", **(env or {})}
     return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=tmp_path, env=full_env)
+
+
+def require_corpus(name: str) -> None:
+    """Skip when `$SEQBENCH_DATA_DIR/<name>` is missing, or fail where SEQBENCH_REQUIRE_CORPORA=1."""
+    if (DATA_DIR / name).exists():
+        return
+    message = f"{name} is not in SEQBENCH_DATA_DIR ({DATA_DIR})"
+    if REQUIRE_CORPORA:
+        pytest.fail(f"{message}, and SEQBENCH_REQUIRE_CORPORA=1 (scripts/test.sh) requires every corpus", pytrace=False)
+    pytest.skip(message)
+
+
+def pytest_runtest_setup(item):
+    for mark in item.iter_markers("corpus"):
+        for name in mark.args:
+            require_corpus(name)
+
+
+@pytest.fixture
+def seed() -> int:
+    """The seed of a test that asserts learning (SEQBENCH_TEST_SEED, default 0); torch is seeded with it."""
+    torch.manual_seed(TEST_SEED)
+    return TEST_SEED
+
+
+@pytest.fixture(autouse=True)
+def _restore_torch_threads():
+    """A test may pin torch to one thread (bit-stable sums); the next test runs with the thread count
+    it would have alone, whatever ran before it."""
+    threads = torch.get_num_threads()
+    yield
+    torch.set_num_threads(threads)

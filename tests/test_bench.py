@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import csv
+import time
 
 import pytest
+import torch
 
 from seqbench.analysis import bench
 
@@ -18,13 +20,34 @@ def test_benchmark_runs_two_sizes_and_writes_csv_and_png(tmp_path):
         ("ptb/lstm", "8", "ok"), ("ptb/lstm", "16", "ok"), ("ptb/gpt", "8", "ok"), ("ptb/gpt", "16", "ok")]
     for row in rows:
         assert row["tokens_per_s"] == pytest.approx(2 * row["length"] / (row["step_ms"] / 1000))
-        assert row["mfu"] == pytest.approx(row["tflops"] / 1.0) and row["peak_mem_mb"] >= 0
+        assert row["mfu"] == pytest.approx(row["tflops"] / 1.0)
     # matched presets: the same parameter budget, ~0.6M without embeddings
     assert rows[0]["params_non_embedding"] == pytest.approx(rows[2]["params_non_embedding"], rel=0.05)
     # attention adds 12 L d T FLOPs per token: twice T adds 12 * 3 layers * 128 * 8 for the GPT preset
     assert rows[3]["flops_per_token"] - rows[2]["flops_per_token"] == 12 * 3 * 128 * 8
     assert rows[1]["flops_per_token"] == rows[0]["flops_per_token"]  # an RNN's cost per token does not grow
     assert (tmp_path / "bench.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_peak_memory_and_step_time_are_within_what_the_step_must_cost():
+    """Bounds a broken measurement misses, on a case big enough for them to bite (~10 s). Memory: a
+    step's logits, (B, T, V) float32, live through its backward pass, so the peak is at least their
+    size; at 40 MB and more the allocator maps them fresh, so memory this process freed before cannot
+    hide them (a peak not reset, or the resident size read instead of its high-water mark, reports
+    less). Time: each case runs two steps (one untimed, one timed) inside the call, so the steps fit
+    in its wall time; and no CPU thread computes 1 TFLOP/s in float32, so a step takes at least its
+    FLOPs at that rate (a time in the wrong unit, or of part of the step, breaks one bound)."""
+    B, V = 4, 10_000
+    started = time.perf_counter()
+    rows = bench.run(["ptb/lstm"], lengths=[256, 512], batch_sizes=[B], vocab=V, repeats=1, isolate=False,
+                     peak_tflops=1.0)
+    wall_ms = 1000 * (time.perf_counter() - started)
+    assert sum(2 * row["step_ms"] for row in rows) < wall_ms
+    for row in rows:
+        assert row["status"] == "ok"
+        assert row["peak_mem_mb"] >= B * row["length"] * V * 4 / 2**20, row
+        step_flops = row["flops_per_token"] * B * row["length"]
+        assert row["step_ms"] / 1000 > step_flops / (1e12 * torch.get_num_threads()), row
 
 
 def test_matmul_params_count_a_tied_table_once_and_skip_lookups():

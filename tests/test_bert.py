@@ -131,11 +131,10 @@ def test_pretraining_step_scores_masked_positions_only():
 
 
 def test_pretrain_text_serves_pairs_with_masks_from_a_project_corpus():
-    from conftest import DATA_DIR
+    from conftest import DATA_DIR, require_corpus
     from seqbench.data.pretrain_text import PretrainTextDataModule
 
-    if not (DATA_DIR / "sst2").is_dir():
-        pytest.skip("corpora not present")
+    require_corpus("sst2")
     data = PretrainTextDataModule(str(DATA_DIR), source="sst2", vocab_size=2000, max_len=32, max_pairs=64,
                                   download=False)
     data.setup()
@@ -153,11 +152,10 @@ def test_pretrain_text_serves_pairs_with_masks_from_a_project_corpus():
 def test_continued_pretraining_reuses_the_checkpoint_tokenizer(tmp_path):
     """HF trainers give other ids on every run, so continuing pre-training must take the stored
     WordPiece (data.tokenizer_from) and then restores backbone and heads exactly."""
-    from conftest import DATA_DIR
+    from conftest import DATA_DIR, require_corpus
     from seqbench.data.pretrain_text import PretrainTextDataModule
 
-    if not (DATA_DIR / "sst2").is_dir():
-        pytest.skip("corpora not present")
+    require_corpus("sst2")
     first = PretrainTextDataModule(str(DATA_DIR), source="sst2", vocab_size=500, max_len=32, max_pairs=8,
                                    download=False)
     first.setup()

@@ -16,7 +16,7 @@ import sys
 import pytest
 import torch
 
-from conftest import DATA_DIR, TINY, TINY_RNN, compose_cfg
+from conftest import TINY, TINY_RNN, compose_cfg, require_corpus
 from seqbench.run import train
 
 GPT = ["model.n_layer=1", "model.n_head=2", "model.d_model=16", "model.context=16", "data.batch_size=4",
@@ -39,8 +39,7 @@ RUNS = {
 @pytest.mark.parametrize("run", RUNS.values(), ids=RUNS.keys())
 def test_written_checkpoints_load_with_weights_only(run, tmp_path):
     overrides, corpus = run
-    if not (DATA_DIR / corpus).is_dir():
-        pytest.skip(f"{corpus} not in SEQBENCH_DATA_DIR")
+    require_corpus(corpus)
     assert train(compose_cfg(TINY + overrides, tmp_path), tmp_path)["status"] == "completed"
     written = sorted((tmp_path / "checkpoints").glob("*.ckpt"))
     assert {p.name for p in written} >= {"last.ckpt"} and any(p.name.startswith("best-") for p in written)

@@ -27,8 +27,7 @@ from seqbench.models.vit import ViTModel
 from seqbench.nn.vit import VisionTransformer, patchify, unpatchify
 from seqbench.run import build
 
-HAS_MNIST = (DATA_DIR / "mnist" / "train-images-idx3-ubyte.gz").is_file()
-needs_mnist = pytest.mark.skipif(not HAS_MNIST, reason="MNIST not in $SEQBENCH_DATA_DIR")
+needs_mnist = pytest.mark.corpus("mnist/train-images-idx3-ubyte.gz")
 
 
 def idx_bytes(array: np.ndarray) -> bytes:
@@ -312,10 +311,11 @@ def _fit(model, dm, epochs: int) -> float:
 
 
 @needs_mnist
-def test_tiny_vit_and_row_lstm_beat_90_percent_on_2000_images():
+def test_tiny_vit_and_row_lstm_pass_88_percent_on_2000_images(seed, record_property):
     """About 35 s of one CPU thread. The ViT needs the shifts and many passes: without them it stays
-    near 85% on 2,000 images (it has no convolution's locality to lean on), the LSTM does not."""
-    torch.manual_seed(0)
+    near 85% on 2,000 images (it has no convolution's locality to lean on), the LSTM does not.
+    Measured on an AMD EPYC, seeds 0-2: ViT 0.931, 0.931, 0.920; LSTM 0.926, 0.916, 0.922 (1,000
+    test images: one standard error is ~0.8 points), so the bound sits 3.6 points below the lowest."""
     dm = MNISTDataModule(str(DATA_DIR), train_size=2000, as_sequence="rows", augment=True, download=False)
     dm.setup()
     vit = ViTModel(dm.spec, partial(torch.optim.AdamW, lr=3e-3, weight_decay=0.01), patch_size=7, d_model=64,
@@ -325,7 +325,8 @@ def test_tiny_vit_and_row_lstm_beat_90_percent_on_2000_images():
     lstm = RecurrentModel(dm.spec, partial(torch.optim.Adam, lr=5e-3), cell="lstm", hidden_size=128,
                           num_layers=1, init_range=None)
     lstm_acc = _fit(lstm, dm, epochs=15)
-    assert vit_acc > 0.90 and lstm_acc > 0.90, (vit_acc, lstm_acc)
+    record_property("learned", {"vit": vit_acc, "lstm": lstm_acc})
+    assert vit_acc > 0.88 and lstm_acc > 0.88, (vit_acc, lstm_acc)
 
 
 # -- presets ----------------------------------------------------------------------------------------
@@ -337,3 +338,20 @@ def test_image_presets_compose_and_pass_the_config_check(family, cfg_factory):
     assert cfg.data._target_.split(".")[-1] == ("CIFAR10DataModule" if family.startswith("cifar10") else "MNISTDataModule")
     if "pixels" in family or "permuted" in family:
         assert cfg.data.as_sequence == ("pixels" if "pixels" in family else "permuted_pixels")
+
+
+@needs_mnist
+def test_cnn_preset_trains_through_run_well_past_chance(tmp_path, seed, record_property):
+    """The CNN family behind the README's MNIST row, composed as `+family=mnist/cnn` and trained by
+    `seqbench.run.train`: 60 batches of 128 (a one-step warm-up: the preset's 200 would not be over)
+    take it far past chance (10%) on held-out images. ~10 s."""
+    from conftest import TINY, compose_cfg
+    from seqbench.run import train
+
+    cfg = compose_cfg([*TINY, "+family=mnist/cnn", "model.scheduler.warmup_steps=1", "trainer.limit_train_batches=60",
+                       "data.eval_batch_size=500", "data.download=false", "~callbacks.learning_curve",
+                       f"seed={seed}"], tmp_path)
+    metrics = train(cfg, tmp_path)
+    assert metrics["status"] == "completed" and metrics["params"] > 0
+    record_property("learned", float(metrics["test/acc"]))
+    assert metrics["test/acc"] > 0.7, metrics["test/acc"]

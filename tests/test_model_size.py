@@ -1,5 +1,5 @@
-"""The model-size table: the components of every model sum to its parameter count, and each component
-holds what its name says."""
+"""The model-size table: each component of a model holds the count its architecture gives, so the
+components sum to the parameter count because every one is right, not because of a catch-all."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from functools import partial
 import pytest
 import torch
 
-from seqbench.analysis.model_size import components, main, tied
+from seqbench.analysis.model_size import COMPONENTS, components, main, tied
 from seqbench.data.spec import TaskSpec
 from seqbench.models.gpt import GPTModel
 from seqbench.models.recurrent import RecurrentModel
@@ -20,36 +20,50 @@ TAG = TaskSpec(task="tagging", vocab_size=12, num_classes=12, max_len=30)
 ADD = TaskSpec(task="regression", input_dim=2, max_len=30)
 
 
-@pytest.mark.parametrize("make", [
-    lambda: RecurrentModel(LM, OPT, cell="lstm", embedding_size=8, hidden_size=8, num_layers=2, tie_weights=True),
-    lambda: RecurrentModel(TAG, OPT, cell="gru", embedding_size=4, hidden_size=6, num_layers=1, bidirectional=True),
-    lambda: RecurrentModel(ADD, OPT, cell="rnn", hidden_size=5, num_layers=1),
-    lambda: TransformerModel(LM, OPT, n_layer=2, n_head=2, d_model=8, context=16),
-    lambda: TransformerModel(ADD, OPT, n_layer=1, n_head=2, d_model=8, norm_first=True),
-    lambda: GPTModel(LM, OPT, n_layer=2, n_head=2, d_model=8, context=16),
-    lambda: GPTModel(TAG, OPT, n_layer=1, n_head=2, d_model=8, context=16),
-])
-def test_components_sum_to_the_parameter_count(make):
+def rnn(gates: int, inputs: int, hidden: int) -> int:
+    """One layer and direction of a fused RNN: W_ih, W_hh and two biases per gate."""
+    return gates * (hidden * inputs + hidden * hidden + 2 * hidden)
+
+
+def block(d: int) -> dict[str, int]:
+    """One Transformer block of width d: Q, K, V, O with biases; a 4d-wide FFN; two LayerNorms."""
+    return {"attention": 4 * d * d + 4 * d, "ffn": 2 * 4 * d * d + 4 * d + d, "norms": 2 * 2 * d}
+
+
+def blocks(n: int, d: int, final_norm: bool) -> dict[str, int]:
+    one = block(d)
+    return {"attention": n * one["attention"], "ffn": n * one["ffn"], "norms": n * one["norms"] + final_norm * 2 * d}
+
+
+# each model beside its counts written from the architecture (V vocabulary, E embedding, H hidden,
+# C classes, d width): not from a parameter walk, so a parameter filed under the wrong component, or
+# one the walk misses, changes a count
+CASES = {
+    "lstm-lm-tied": (lambda: RecurrentModel(LM, OPT, cell="lstm", embedding_size=8, hidden_size=8, num_layers=2,
+                                            tie_weights=True),
+                     {"embeddings": 50 * 8, "recurrent": rnn(4, 8, 8) + rnn(4, 8, 8), "output": 50}),  # tied: bias
+    "bigru-tagger": (lambda: RecurrentModel(TAG, OPT, cell="gru", embedding_size=4, hidden_size=6, num_layers=1,
+                                            bidirectional=True),
+                     {"embeddings": 12 * 4, "recurrent": 2 * rnn(3, 4, 6), "output": 2 * 6 * 12 + 12}),
+    "rnn-adding": (lambda: RecurrentModel(ADD, OPT, cell="rnn", hidden_size=5, num_layers=1),
+                   {"recurrent": rnn(1, 2, 5), "output": 5 + 1}),  # features go straight in: no embedding
+    "transformer-lm": (lambda: TransformerModel(LM, OPT, n_layer=2, n_head=2, d_model=8, context=16),
+                       {"embeddings": 50 * 8, **blocks(2, 8, final_norm=False)}),  # sinusoidal; post-norm; tied
+    "transformer-adding": (lambda: TransformerModel(ADD, OPT, n_layer=1, n_head=2, d_model=8, norm_first=True),
+                           {"embeddings": 2 * 8 + 8, **blocks(1, 8, final_norm=True), "output": 8 + 1}),
+    "gpt-lm": (lambda: GPTModel(LM, OPT, n_layer=2, n_head=2, d_model=8, context=16),
+               {"embeddings": 50 * 8, "positions": 16 * 8, **blocks(2, 8, final_norm=True)}),  # tied head
+    "gpt-tagger": (lambda: GPTModel(TAG, OPT, n_layer=1, n_head=2, d_model=8, context=16),
+                   {"embeddings": 12 * 8, "positions": 30 * 8,  # learned positions cover max_len 30
+                    **blocks(1, 8, final_norm=True), "output": 8 * 12 + 12}),
+}
+
+
+@pytest.mark.parametrize("make, expected", CASES.values(), ids=CASES.keys())
+def test_each_component_holds_its_textbook_count(make, expected):
     model = make()
-    assert sum(components(model).values()) == model.num_params()
-
-
-def test_components_hold_the_textbook_counts():
-    E = H = 8
-    lstm = components(RecurrentModel(LM, OPT, cell="lstm", embedding_size=E, hidden_size=H, num_layers=2,
-                                     tie_weights=True))
-    assert lstm["recurrent"] == 2 * 4 * (H * (E + H) + 2 * H)  # 4 gates: W_ih, W_hh, two biases per layer
-    assert lstm["embeddings"] == 50 * E and lstm["output"] == 50  # tied: the decoder adds only its bias
-    d, L = 8, 2
-    gpt = components(GPTModel(LM, OPT, n_layer=L, n_head=2, d_model=d, context=16))
-    assert gpt["attention"] == L * (4 * d * d + 4 * d)  # Q, K, V, O with biases
-    assert gpt["ffn"] == L * (2 * 4 * d * d + 4 * d + d)
-    assert gpt["norms"] == (2 * L + 1) * 2 * d  # two per block and the final one, gain and bias
-    assert gpt["positions"] == 16 * d and gpt["embeddings"] == 50 * d and gpt["output"] == 0
-    sinusoidal = components(TransformerModel(LM, OPT, n_layer=1, n_head=2, d_model=8, context=16))
-    assert sinusoidal["positions"] == 0
-    adding = components(TransformerModel(ADD, OPT, n_layer=1, n_head=2, d_model=8))
-    assert adding["embeddings"] == 2 * 8 + 8 and adding["output"] == 8 + 1  # input map; regression head
+    assert components(model) == {name: expected.get(name, 0) for name in COMPONENTS}
+    assert model.num_params() == sum(expected.values())
 
 
 def test_tied_detects_shared_output_weights():

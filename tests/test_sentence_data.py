@@ -12,7 +12,6 @@ from seqbench.data.streams import IGNORE_INDEX
 from seqbench.errors import DataFormatError, DataNotFoundError
 from seqbench.metrics.spans import chunks
 
-needs_data = pytest.mark.skipif(not (DATA_DIR / "conll2003").is_dir(), reason="corpora not present")
 
 
 def test_conll_wrong_column_count_names_file_and_line(tmp_path):
@@ -40,7 +39,7 @@ def test_missing_corpus_is_one_sentence(tmp_path):
         SST2DataModule(str(tmp_path), download=False).setup()
 
 
-@needs_data
+@pytest.mark.corpus("conll2003")
 def test_conll_sizes_schemes_and_batches():
     data = CoNLL2003DataModule(str(DATA_DIR), tag_scheme="bioes", download=False)
     data.setup()
@@ -61,7 +60,7 @@ def test_conll_sizes_schemes_and_batches():
     assert "NNP" in pos.spec.extras["tag_names"] and "tag_scheme" not in pos.spec.extras
 
 
-@needs_data
+@pytest.mark.corpus("sst2")
 def test_sst2_sizes_and_classes():
     data = SST2DataModule(str(DATA_DIR), download=False)
     data.setup()
@@ -71,7 +70,7 @@ def test_sst2_sizes_and_classes():
     assert set(batch["label"].tolist()) <= {0, 1}
 
 
-@needs_data
+@pytest.mark.corpus("sst2")
 def test_singleton_replacement_only_touches_training_singletons():
     data = SST2DataModule(str(DATA_DIR), unk_replace=1.0, download=False)
     data.setup()

@@ -15,13 +15,14 @@ from seqbench.run import build, train
 from conftest import DATA_DIR
 
 
-def test_tiny_lstm_overfits_a_ptb_slice_far_below_unigram_entropy(cfg_factory, tmp_path):
+def test_tiny_lstm_overfits_a_ptb_slice_far_below_unigram_entropy(cfg_factory, tmp_path, seed, record_property):
     # the first 4 x 16 tokens of four PTB columns, seen 300 times
     cfg = cfg_factory(["data.batch_size=4", "data.bptt=16", "trainer.overfit_batches=1", "trainer.max_epochs=300",
                        "trainer.limit_train_batches=null", "trainer.limit_val_batches=null", "model.hidden_size=64",
                        "model.embedding_size=64", "model.dropout=0", "model/optimizer=adam", "model.optimizer.lr=0.02",
                        "model/scheduler=none", "test=false", "trainer.check_val_every_n_epoch=300",
-                       "trainer.log_every_n_steps=100", "~callbacks.best_checkpoint", "~callbacks.step_checkpoint"])
+                       "trainer.log_every_n_steps=100", "~callbacks.best_checkpoint", "~callbacks.step_checkpoint",
+                       f"seed={seed}"])
     metrics = train(cfg, tmp_path)
     dm = PTBDataModule(str(DATA_DIR), batch_size=4, bptt=16)
     dm.setup()
@@ -29,6 +30,7 @@ def test_tiny_lstm_overfits_a_ptb_slice_far_below_unigram_entropy(cfg_factory, t
     counts = Counter(targets.tolist())
     entropy = -sum(c / len(targets) * math.log(c / len(targets)) for c in counts.values())  # nats/token
     assert entropy > 3.5  # a real slice of text, not a degenerate one
+    record_property("learned", float(metrics["train/loss_epoch"]) / entropy)
     assert metrics["train/loss_epoch"] < 0.25 * entropy
 
 

@@ -186,17 +186,20 @@ def copy(tmp_path_factory):
 
 
 # the recurrent model reverses (attention must learn the anti-diagonal); the Transformer, which
-# needs more steps to find positions, copies in order (the diagonal)
+# needs more steps to find positions, copies in order (the diagonal). The rate decays linearly to a
+# tenth: at a constant rate BLEU swings between steps (reversal, 5 seeds: 70-99 at step 200, 86-100
+# at 400 on an AMD EPYC); decayed, every seed ends at 100 (reversal) and 96+ (copy).
 @pytest.mark.parametrize("data,build,steps,lr,kw", [
-    ("reversal", _recurrent, 200, 1e-2, {"hidden_size": 64}),
-    pytest.param("copy", _transformer, 500, 3e-3, {"label_smoothing": 0.1}, marks=pytest.mark.slow),  # ~25 s; 300 steps passed only in the full suite's order
+    ("reversal", _recurrent, 400, 1e-2, {"hidden_size": 64}),
+    pytest.param("copy", _transformer, 500, 3e-3, {"label_smoothing": 0.1}, marks=pytest.mark.slow),  # ~25 s
 ])
 @pytest.mark.filterwarnings("ignore:You are trying to `self.log\\(\\)`")  # no Trainer: the loop is this test's
-def test_a_tiny_model_learns_a_synthetic_translation(data, build, steps, lr, kw, request):
+def test_a_tiny_model_learns_a_synthetic_translation(data, build, steps, lr, kw, request, seed, record_property):
     reversal = request.getfixturevalue(data)
-    torch.manual_seed(0)
+    torch.manual_seed(seed)  # after the data fixture, which may have drawn from the generator
     model = build(reversal.spec, **kw)
     opt = torch.optim.Adam(model.parameters(), lr=lr)
+    decay = torch.optim.lr_scheduler.LinearLR(opt, start_factor=1.0, end_factor=0.1, total_iters=steps)
     batches = itertools.cycle(list(reversal.train_dataloader()))
     for _ in range(steps):
         batch = next(batches)
@@ -204,13 +207,16 @@ def test_a_tiny_model_learns_a_synthetic_translation(data, build, steps, lr, kw,
         model.task.step(model, batch, "train").backward()  # the task's loss (label smoothing included)
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
+        decay.step()
     model.eval()
     hyps, refs = [], reversal.texts["test"][1]
     for batch in reversal.test_dataloader():
         out = model.task.translate(model, batch, "test")  # beam search, as the test stage decodes
         hyps += list(zip(batch["index"].tolist(), out))
     hyps = [h for _, h in sorted(hyps)]
-    assert corpus_bleu(hyps, refs).last_score.score > 90
+    bleu = corpus_bleu(hyps, refs).last_score.score
+    record_property("learned", bleu)
+    assert bleu > 90, bleu
 
 
 @pytest.mark.parametrize("build,kw,panels", [(_recurrent, {}, 1), (_transformer, {}, 4)])  # T5 draws as the Transformer
@@ -225,6 +231,7 @@ def test_alignment_pictures_are_drawn_per_sentence_and_per_layer_and_head(revers
     assert all(p.stat().st_size > 1000 for p in paths)
 
 
+@pytest.mark.filterwarnings("ignore:You are trying to `self.log\\(\\)`")  # T5's step runs without a Trainer
 def test_multi30k_presets_compose_check_and_build(tmp_path):
     import hydra
 
@@ -239,11 +246,12 @@ def test_multi30k_presets_compose_check_and_build(tmp_path):
                     max_len=60, extras={"joint_vocab": False})
     kinds = {}
     for family in families + ["multi30k/transformer_base"]:
-        if family.endswith("t5"):
-            assert compose_cfg([f"+family={family}"], tmp_path).data.joint_vocab
-            continue
         cfg = compose_cfg([f"+family={family}"], tmp_path)
         check_config(cfg)
+        if family.endswith("t5"):
+            assert cfg.data.joint_vocab
+            _t5_preset_takes_a_step(cfg, tmp_path)
+            continue
         if family.endswith("base"):
             assert cfg.data.joint_vocab and cfg.model.share_embeddings
             continue
@@ -252,6 +260,26 @@ def test_multi30k_presets_compose_check_and_build(tmp_path):
     assert len(families) == 5 and families[-1] == "multi30k/t5"
     assert kinds == {"multi30k/seq2seq": "none", "multi30k/bahdanau": "bahdanau",
                      "multi30k/luong": "luong_general", "multi30k/transformer": "transformer"}
+
+
+def _t5_preset_takes_a_step(cfg, tmp_path):
+    """The README's T5 row as its preset builds it (3 + 3 layers, d_model 256), on a joint vocabulary
+    with the task prefix: one optimizer step on a synthetic batch moves every weight matrix the loss
+    reaches (the shared embedding and the relative position buckets included)."""
+    import hydra
+
+    data = ReversalTranslationData(str(tmp_path / "t5tok"), joint_vocab=True)
+    data.setup()
+    model = hydra.utils.instantiate(cfg.model, spec=data.spec)
+    assert model.prefix_ids.numel() > 0
+    before = {name: p.detach().clone() for name, p in model.named_parameters()}
+    opt = model.optimizer_factory(params=model.parameters())  # the preset's AdamW at its rate
+    loss = model.task.step(model, next(iter(data.train_dataloader())), "train")
+    assert torch.isfinite(loss)
+    loss.backward()
+    opt.step()
+    unchanged = [name for name, p in model.named_parameters() if p.dim() > 1 and torch.equal(p, before[name])]
+    assert unchanged == []
 
 
 def test_shared_embeddings_need_a_joint_vocabulary(reversal):

@@ -14,7 +14,7 @@ import pytest
 import torch
 import wandb
 
-from conftest import DATA_DIR, TINY, TINY_RNN, compose_cfg
+from conftest import TINY, TINY_RNN, compose_cfg
 from seqbench.callbacks.run_stats import RunStats
 from seqbench.callbacks.validation_samples import _cell
 from seqbench.run import build, train
@@ -28,7 +28,7 @@ def _csv_column(run_dir, name: str) -> list[float]:
         return [float(row[name]) for row in csv.DictReader(f) if row.get(name)]
 
 
-@pytest.mark.skipif(not (DATA_DIR / "ptb").is_dir(), reason="PTB not in SEQBENCH_DATA_DIR")
+@pytest.mark.corpus("ptb")
 def test_offline_run_holds_best_values_panel_keys_samples_and_checkpoints(tmp_path, monkeypatch):
     monkeypatch.setenv("WANDB_DATA_DIR", str(tmp_path / "wandb-data"))  # staged artifact copies stay in tmp
     summary = RunStats.summary  # the FLOPs counter is another helper's: stand in for its metric
@@ -108,7 +108,7 @@ def test_lm_samples_are_greedy_continuations_that_draw_no_random_numbers(overrid
     assert all(len(tokenizer.encode(cont)) == 30 for _, cont in rows if "\n" not in cont)
 
 
-@pytest.mark.skipif(not (DATA_DIR / "sst2").is_dir(), reason="SST-2 not in SEQBENCH_DATA_DIR")
+@pytest.mark.corpus("sst2")
 def test_classification_samples_are_the_misclassified_examples(tmp_path):
     model, batch = _first_val_batch(["model=lstm", "data=sst2", *TINY_RNN], tmp_path)
     with torch.no_grad():
@@ -123,7 +123,7 @@ def test_classification_samples_are_the_misclassified_examples(tmp_path):
         assert len(model.task.samples(model, batch, 3)[1]) == min(3, len(wrong))
 
 
-@pytest.mark.skipif(not (DATA_DIR / "conll2003").is_dir(), reason="CoNLL-2003 not in SEQBENCH_DATA_DIR")
+@pytest.mark.corpus("conll2003")
 def test_tagging_samples_show_gold_and_predicted_spans(tmp_path):
     from seqbench.metrics.spans import chunks
 
@@ -141,7 +141,7 @@ def test_tagging_samples_show_gold_and_predicted_spans(tmp_path):
     assert any(r[1] for r in rows)  # some sentence has entities
 
 
-@pytest.mark.skipif(not (DATA_DIR / "mnist").is_dir(), reason="MNIST not in SEQBENCH_DATA_DIR")
+@pytest.mark.corpus("mnist")
 def test_image_samples_are_pictures(tmp_path):
     model, batch = _first_val_batch(["+family=mnist/cnn"], tmp_path)
     with torch.no_grad():
@@ -160,7 +160,7 @@ def test_regression_samples_pair_targets_with_predictions(tmp_path):
     assert [r[1] for r in rows] == pytest.approx(prediction.tolist())
 
 
-@pytest.mark.skipif(not (DATA_DIR / "sst2").is_dir(), reason="SST-2 not in SEQBENCH_DATA_DIR")
+@pytest.mark.corpus("sst2")
 def test_mlm_samples_show_the_masked_pieces_and_the_guesses(tmp_path):
     from seqbench.data.streams import IGNORE_INDEX
 
@@ -177,7 +177,7 @@ def test_mlm_samples_show_the_masked_pieces_and_the_guesses(tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not (DATA_DIR / "multi30k").is_dir(), reason="Multi30k not in SEQBENCH_DATA_DIR")
+@pytest.mark.corpus("multi30k")
 def test_translation_samples_pair_source_reference_and_hypothesis(tmp_path):
     model, batch = _first_val_batch(["model=lstm", "data=multi30k", "model.attention=bahdanau", *TINY_RNN], tmp_path)
     with torch.no_grad():

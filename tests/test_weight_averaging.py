@@ -14,7 +14,6 @@ import json
 import pytest
 import torch
 
-from conftest import DATA_DIR
 from seqbench.run import build, make_trainer, train
 
 EMA_RUN = ["experiment=sst2_bilstm", "trainer.max_epochs=2", "model.char_features=8",
@@ -22,7 +21,7 @@ EMA_RUN = ["experiment=sst2_bilstm", "trainer.max_epochs=2", "model.char_feature
            "callbacks.weights_ema.decay=0.9"]
 
 
-@pytest.mark.skipif(not (DATA_DIR / "sst2").is_dir(), reason="SST-2 not in SEQBENCH_DATA_DIR")
+@pytest.mark.corpus("sst2")
 def test_the_tested_checkpoint_holds_the_weights_that_were_validated(cfg_factory, tmp_path):
     cfg = cfg_factory(EMA_RUN)
     metrics = train(cfg, tmp_path, choices={"model": "lstm", "data": "sst2"})

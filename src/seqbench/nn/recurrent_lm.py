@@ -13,6 +13,7 @@ from torch import Tensor, nn
 
 from seqbench.errors import ConfigError
 from seqbench.nn.cells import make_rnn
+from seqbench.nn.flops import recurrent_forward_flops, train_flops
 
 
 class RecurrentLM(nn.Module):
@@ -27,6 +28,7 @@ class RecurrentLM(nn.Module):
                 f"(got {embedding_size} and {hidden_size}); set them equal or tie_weights=false."
             )
         self.cell, self.num_layers, self.hidden_size = cell, num_layers, hidden_size
+        self.embedding_size, self.vocab_size = embedding_size, vocab_size
         self.embedding = nn.Embedding(vocab_size, embedding_size)
         self.embedding_dropout = nn.Dropout(dropout if embedding_dropout is None else embedding_dropout)
         self.rnn = make_rnn(cell, embedding_size, hidden_size, num_layers, dropout, nonlinearity=nonlinearity,
@@ -54,6 +56,12 @@ class RecurrentLM(nn.Module):
         x = self.embedding_dropout(self.embedding(tokens))  # (B, T, E)
         out, state = self.rnn(x, state)  # (B, T, H)
         return self.decoder(self.output_dropout(out)), state
+
+
+    def flops_per_token(self, T: int | None = None) -> float:
+        """Training FLOPs per token (`seqbench.nn.flops`); a recurrent step's cost does not depend on T."""
+        return train_flops(recurrent_forward_flops(self.cell, self.embedding_size, self.hidden_size, self.num_layers,
+                                                   self.vocab_size))
 
 
 def map_state(fn, state):

@@ -61,3 +61,14 @@ def test_a_budget_on_a_task_without_a_flops_formula_fails_in_one_sentence(tmp_pa
                                          "budget.flops=1e9"], tmp_path)
     with pytest.raises(ConfigError, match="no FLOPs formula"):
         train(cfg, tmp_path)
+
+
+def test_warmup_is_capped_at_a_fraction_of_a_short_run():
+    import torch
+
+    from seqbench.optim import warmup_cosine
+
+    opt = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=1.0)
+    capped = warmup_cosine(opt, total_steps=100, warmup_steps=200, max_warmup_fraction=0.1)
+    assert capped.lr_lambdas[0].warmup_steps == 10  # not 200: the run would end inside its warmup
+    assert warmup_cosine(opt, total_steps=10_000, warmup_steps=200, max_warmup_fraction=0.1).lr_lambdas[0].warmup_steps == 200

@@ -83,3 +83,27 @@ def test_runs_without_flops_leave_the_report_as_it_was(tmp_path):
     history.write_text(history.read_text().replace("train/flops", "other"))
     result = report.write_report(report.read_local([s]), tmp_path / "out")
     assert result["frontier"] is None and "frontier" not in (tmp_path / "out" / "report.md").read_text()
+
+
+@pytest.mark.parametrize("experiment,corpus,vocab", [("frontier", "shakespeare", 65), ("frontier_ptb", "ptb", 10_000)])
+def test_frontier_sizes_span_ten_times_in_parameters_and_sweep_budgets(experiment, corpus, vocab, tmp_path):
+    from omegaconf import OmegaConf
+
+    from conftest import CONF, compose_cfg
+    from seqbench.data.spec import TaskSpec
+    from seqbench.run import instantiate
+
+    sweep = OmegaConf.load(CONF / "experiment" / f"{experiment}.yaml").hydra.sweeper.params
+    assert sweep.size == "s,m,l" and len(str(sweep["budget.flops"]).split(",")) >= 2
+    families = [f.rsplit("/", 1)[-1] for f in sweep["+family"].split(",")]
+    assert {"lstm", "gru", "gpt"} <= set(families)
+    for family in families:
+        params = {}
+        for size in "sl":
+            cfg = compose_cfg([f"experiment={experiment}", f"+family=frontier/{corpus}/{family}", f"size={size}",
+                               "logger=csv"], tmp_path)
+            model = instantiate(cfg.model, "model", spec=TaskSpec("lm", vocab_size=vocab))
+            params[size] = model.num_params(non_embedding=True)
+            # the size's count is written in its config's comments
+            assert f"{params[size]:,}" in (CONF / "family" / "frontier" / corpus / f"{family}.yaml").read_text()
+        assert params["l"] >= 10 * params["s"], (family, params)

@@ -45,11 +45,16 @@ class _WarmupCosine:
         return self.min_ratio + (1 - self.min_ratio) * 0.5 * (1 + math.cos(math.pi * progress))
 
 
-def warmup_cosine(optimizer: Optimizer, total_steps: int, warmup_steps: int = 100, min_ratio: float = 0.1) -> LambdaLR:
+def warmup_cosine(optimizer: Optimizer, total_steps: int, warmup_steps: int = 100, min_ratio: float = 0.1,
+                  max_warmup_fraction: float | None = None) -> LambdaLR:
     """Linear warmup then cosine decay to `min_ratio` x the peak LR (GPT-2/nanoGPT); step interval.
 
     `total_steps` is filled in from the trainer's estimate when the config leaves it out.
+    `max_warmup_fraction` caps the warmup at that fraction of the run: a recipe's 200 warmup steps
+    would be all of a short run's steps (experiment=frontier trains some sizes for a few hundred).
     """
+    if max_warmup_fraction is not None:
+        warmup_steps = max(1, min(warmup_steps, int(max_warmup_fraction * total_steps)))
     return LambdaLR(optimizer, _WarmupCosine(warmup_steps, total_steps, min_ratio))
 
 

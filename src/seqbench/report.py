@@ -16,7 +16,10 @@ excluded) at the first validation whose perplexity is at or below the target; by
 is the worst of the families' best mean perplexities, so every family reaches it on average (a
 run of that family worse than its mean may not; the column then says how many did). Plots: validation
 perplexity against training time and against training tokens seen, one line per run, one colour per
-family; best validation perplexity against non-embedding parameters.
+family; best validation perplexity against non-embedding parameters. Runs that count their training
+FLOPs (`train/flops`) add the compute-efficient frontier (`seqbench.frontier`, `experiment=frontier`):
+validation loss against FLOPs and against training time, each family's lower envelope in bold, and
+the best loss per family and the winner at each budget (`--budgets`), with the crossover.
 """
 
 from __future__ import annotations
@@ -32,7 +35,9 @@ from pathlib import Path
 
 import yaml
 
-CURVE_KEYS = ("val/ppl", "curve/tokens", "curve/train_time_s", "curve/wall_time_s")
+from seqbench.frontier import section as frontier_section
+
+CURVE_KEYS = ("val/ppl", "val/loss", "curve/tokens", "curve/train_time_s", "curve/wall_time_s", "train/flops")
 
 
 @dataclass
@@ -251,7 +256,8 @@ def plot_params(groups: dict[str, list[Run]], path: Path) -> Path:
 
 
 # -- the page -----------------------------------------------------------------------------------
-def write_report(runs: list[Run], out: Path, target: float | None = None, title: str = "Comparison") -> dict:
+def write_report(runs: list[Run], out: Path, target: float | None = None, title: str = "Comparison",
+                 budgets: list[float] | None = None) -> dict:
     """Write report.md, runs.csv and the PNGs into `out`; returns their paths and the table."""
     out.mkdir(parents=True, exist_ok=True)
     groups = families(runs)
@@ -265,6 +271,10 @@ def write_report(runs: list[Run], out: Path, target: float | None = None, title:
     failed = [r for r in runs if r.failed]
     lines = [f"# {title}", "", text, ""]
     lines += [f"![{k}]({p.name})" for k, p in pngs.items()]
+    frontier = frontier_section(runs, out, budgets)  # runs that counted train/flops (experiment=frontier)
+    if frontier:
+        lines += ["", frontier["markdown"]]
+        pngs.update(frontier["pngs"])
     if failed:
         lines += ["", "## Failed jobs", ""] + [f"- {r.name}: {r.metrics.get('error')}" for r in failed]
     (out / "report.md").write_text("\n".join(lines) + "\n")
@@ -277,7 +287,7 @@ def write_report(runs: list[Run], out: Path, target: float | None = None, title:
             writer.writerow([r.name, r.family, m.get("status"), m.get("params"), m.get("params_non_embedding"),
                              r.best_val_ppl(), m.get("test/ppl"), m.get("tokens_per_s"),
                              r.time_to(target) if target else None, m.get("wall_time_s"), m.get("peak_mem_mb")])
-    return {"table": text, "target": target, "report": out / "report.md", "pngs": pngs}
+    return {"table": text, "target": target, "report": out / "report.md", "pngs": pngs, "frontier": frontier}
 
 
 def log_to_wandb(result: dict, mode: str, project: str, group: str | None) -> None:
@@ -304,6 +314,8 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--out", type=Path, help="where report.md and the PNGs go (default: <first dir>/report)")
     parser.add_argument("--target-ppl", type=float, help="perplexity for the time-to-target column")
     parser.add_argument("--title", default="Comparison")
+    parser.add_argument("--budgets", type=lambda s: [float(b) for b in s.split(",")],
+                        help="FLOPs budgets of the frontier table, e.g. 1e12,1e13 (default: the runs' budget.flops)")
     parser.add_argument("--wandb-group", help="read the runs of this W&B group instead of directories")
     parser.add_argument("--wandb-project", default="seqbench")
     parser.add_argument("--wandb-entity")
@@ -318,8 +330,10 @@ def main(argv: list[str] | None = None) -> dict:
         out = args.out or args.dirs[0] / "report"
     else:
         parser.error("give multirun directories or --wandb-group")
-    result = write_report(runs, out, args.target_ppl, args.title)
+    result = write_report(runs, out, args.target_ppl, args.title, args.budgets)
     print(result["table"])
+    if result["frontier"]:
+        print("\n" + result["frontier"]["table"])
     print(f"\nwrote {result['report']} and {', '.join(p.name for p in result['pngs'].values())}")
     if args.wandb != "disabled":
         log_to_wandb(result, args.wandb, args.wandb_project, args.wandb_group or (args.dirs[0].name if args.dirs else None))

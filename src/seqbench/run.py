@@ -27,7 +27,8 @@ from omegaconf import DictConfig
 from hydra.errors import InstantiationException
 from lightning.pytorch.callbacks import ProgressBar
 
-from seqbench.callbacks import RunStats
+from seqbench.budget import apply_compute_budget
+from seqbench.callbacks import LearningCurve, RunStats
 from seqbench.compose import describe as describe_recipe
 from seqbench.config_check import check_config
 from seqbench.dashboard import define_summaries, run_config, write_summary
@@ -109,6 +110,7 @@ def train(cfg: DictConfig, output_dir: Path, choices: dict | None = None, overri
             L.seed_everything(cfg.seed, workers=True)
         torch.set_float32_matmul_precision(cfg.get("matmul_precision", "high"))
         datamodule, model = build(cfg, choices)
+        metrics.update(apply_compute_budget(cfg, model, datamodule))  # sets the trainer's steps from budget.flops
         trainer = make_trainer(cfg)
         metrics.update(getattr(datamodule, "eval_context", lambda m: {})(model))  # lm: context of a scored token
         params = model.num_params()
@@ -143,6 +145,9 @@ def train(cfg: DictConfig, output_dir: Path, choices: dict | None = None, overri
         if stats is not None:
             metrics.update(stats.summary(model))
             metrics["tokens_per_s"] = metrics["train/tokens_per_s"]
+        curve = next((c for c in trainer.callbacks if isinstance(c, LearningCurve)), None)
+        if curve is not None:
+            metrics.update(curve.summary())  # train/flops at the end of training, not at the last validation
         metrics.update(status="completed", device=_device_name(trainer), world_size=trainer.world_size)
         write_summary(trainer, metrics)
         return metrics

@@ -20,12 +20,13 @@ and the backward pass (no optimizer update). Reported per (family, B, T): the me
 over `--repeats` steps after `--warmup`, tokens/s = B·T / step time, the peak memory the step adds
 on top of the built model (CUDA: `max_memory_allocated`; CPU: the kernel's RSS high-water mark,
 with each case in a fresh process so one case's allocations cannot hide another's), and the model
-FLOPs utilisation: FLOPs per token (6N for the N weights used in matmuls, plus 12·L·d·T for
-attention scores and values, PaLM appendix B) x tokens/s over the device's peak. The attention term
-counts the full T x T score matrix even for causal attention, whose mask makes half of it unneeded,
-and it does so on every device and for every kernel — a causal flash kernel that skips the masked
-blocks does about half that work, so its MFU reads up to 2x the work done in the attention term; one
-convention keeps rows comparable — the stated
+FLOPs utilisation: training FLOPs per token (the matmuls, forward + backward = 3 x forward, with
+attention's 12·L·d·T for scores and values, PaLM appendix B: `seqbench.nn.flops`, the count runs log
+as `train/flops`) x tokens/s over the device's peak. The attention term counts the full T x T score
+matrix even for causal attention, whose mask makes half of it unneeded, and it does so on every device
+and for every kernel — a causal flash kernel that skips the masked blocks does about half that work,
+so its MFU reads up to 2x the work done in the attention term; one convention keeps rows comparable —
+the stated
 989 TFLOP/s bf16 dense for an H100, else the measured throughput of a large matmul in the dtype the
 step runs in (fp32 on CPU). A case is skipped, and says why, once a shorter length of the same
 family and batch was slower than `--max-step-s` or when its memory, extrapolated from the family's own
@@ -80,23 +81,6 @@ def build_model(family: str, vocab: int, length: int):
     if "context" in cfg.model:
         cfg.model.context = length
     return instantiate(cfg.model, spec=TaskSpec("lm", vocab_size=vocab))
-
-
-def matmul_params(model: torch.nn.Module) -> int:
-    """Weights used in matmuls: all parameters but lookup tables (an embedding tied to the output
-    layer is a matmul there, so it counts once)."""
-    linear = {id(m.weight) for m in model.modules() if isinstance(m, torch.nn.Linear)}
-    lookup = {id(m.weight): m.weight.numel() for m in model.modules()
-              if isinstance(m, torch.nn.Embedding) and id(m.weight) not in linear}
-    unique = {id(p): p.numel() for p in model.parameters()}
-    return sum(n for pid, n in unique.items() if pid not in lookup)
-
-
-def flops_per_token(model, length: int) -> float:
-    flops = 6.0 * matmul_params(model)
-    if getattr(model, "lm_batching", None) == "windows":  # attention: QKᵀ and AV, forward + backward
-        flops += 12.0 * model.hparams.n_layer * model.hparams.d_model * length
-    return flops
 
 
 def attention_kernel(step) -> str:
@@ -176,7 +160,7 @@ def measure(family: str, batch: int, length: int, vocab: int, device: str, warmu
         times.append(time.perf_counter() - t0)
     step_s = statistics.median(times)
     kernel = attention_kernel(step) if getattr(model, "lm_batching", None) == "windows" else ""
-    fpt = flops_per_token(model, length)
+    fpt = model.flops_per_token(length)  # the formulas of seqbench.nn.flops, as runs log them
     # a shared machine's other work slows every kernel (and stalls OpenMP barriers): record it
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
     return {"status": "ok", "step_ms": 1000 * step_s, "tokens_per_s": batch * length / step_s, "load_1min": load,

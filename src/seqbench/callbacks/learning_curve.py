@@ -5,7 +5,9 @@ Transformer very different time. At every validation this callback logs how many
 tokens the model has been trained on so far (`curve/tokens`, all processes together), the seconds
 spent in training steps (`curve/train_time_s`: validation, checkpointing and start-up excluded, the
 GPU synchronised around each step) and the wall-clock seconds since fit started (`curve/wall_time_s`).
-They land in the same CSV row as `val/ppl`, which is what `seqbench.report` plots and reads the
+For a language model it also logs the cumulative training FLOPs (`train/flops`): each batch's target
+tokens times the family's FLOPs per token at that batch's length (`flops_per_token`, the formulas of
+`seqbench.nn.flops`: matmuls, forward + backward). They land in the same CSV row as `val/ppl`, which is what `seqbench.report` plots and reads the
 "time to a target perplexity" from. The counters are saved in checkpoints, so a resumed run's curve
 continues where it stopped.
 """
@@ -21,6 +23,8 @@ import torch
 class LearningCurve(L.Callback):
     def __init__(self) -> None:
         self.tokens = 0
+        self.flops = 0.0
+        self.counts_flops = False  # whether the model has a FLOPs formula (language models)
         self.train_time_s = 0.0
         self.wall_offset_s = 0.0  # wall time of the runs this one resumes
         self._fit_start: float | None = None
@@ -37,13 +41,22 @@ class LearningCurve(L.Callback):
         self._sync(pl_module)
         if self._t0 is not None:
             self.train_time_s += time.perf_counter() - self._t0
-        self.tokens += pl_module.task.count_tokens(batch) * trainer.world_size
+        tokens = pl_module.task.count_tokens(batch) * trainer.world_size
+        self.tokens += tokens
+        per_token = pl_module.flops_per_token(_length(batch))
+        if per_token is not None:
+            self.counts_flops = True
+            self.flops += tokens * per_token
 
     def on_validation_epoch_end(self, trainer, pl_module) -> None:
         if trainer.sanity_checking or self._fit_start is None:
             return
         pl_module.log_dict({"curve/tokens": float(self.tokens), "curve/train_time_s": self.train_time_s,
-                            "curve/wall_time_s": self.wall_time_s()}, rank_zero_only=True)
+                            "curve/wall_time_s": self.wall_time_s(), **self.summary()}, rank_zero_only=True)
+
+    def summary(self) -> dict[str, float]:
+        """The cumulative training FLOPs, for the history and `metrics.json` (none where not counted)."""
+        return {"train/flops": float(self.flops)} if self.counts_flops else {}
 
     def wall_time_s(self) -> float:
         return self.wall_offset_s + (time.perf_counter() - self._fit_start if self._fit_start else 0.0)
@@ -54,9 +67,18 @@ class LearningCurve(L.Callback):
             torch.cuda.synchronize(pl_module.device)
 
     def state_dict(self) -> dict:
-        return {"tokens": self.tokens, "train_time_s": self.train_time_s, "wall_time_s": self.wall_time_s()}
+        return {"tokens": self.tokens, "train_time_s": self.train_time_s, "wall_time_s": self.wall_time_s(),
+                "flops": self.flops, "counts_flops": self.counts_flops}
 
     def load_state_dict(self, state_dict: dict) -> None:
         self.tokens = int(state_dict.get("tokens", 0))
         self.train_time_s = float(state_dict.get("train_time_s", 0.0))
+        self.flops = float(state_dict.get("flops", 0.0))
+        self.counts_flops = bool(state_dict.get("counts_flops", False))
         self.wall_offset_s = float(state_dict.get("wall_time_s", 0.0))
+
+
+def _length(batch) -> int | None:
+    """The time length of a batch of token ids (B, T), which an attention model's FLOPs depend on."""
+    x = batch.get("input") if isinstance(batch, dict) else None
+    return x.size(1) if isinstance(x, torch.Tensor) and x.dim() >= 2 else None

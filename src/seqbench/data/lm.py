@@ -203,6 +203,12 @@ class LanguageModelDataModule(L.LightningDataModule):
             return self._window_loader(split, batch_size, start)
         raise ValueError(f"{type(self).__name__} cannot serve LM batches of kind {batching!r}")
 
+    def train_batch_shape(self, model) -> tuple[int, int]:
+        """(rows, length) of a full training batch, all processes together: what one step costs
+        (seqbench.budget). Recurrent families read `bptt`-token windows, attention ones their context."""
+        length = model.context if getattr(model, "lm_batching", "stream") == "windows" else self.bptt
+        return self.batch_size, length
+
     def eval_context(self, model) -> dict[str, int]:
         """How much context a scored valid/test token is predicted from, for metrics.json and the report.
 

@@ -83,6 +83,11 @@ class SeqModel(L.LightningModule):
                     params.pop(id(module.weight), None)
         return sum(p.numel() for p in params.values())
 
+    def flops_per_token(self, length: int | None = None) -> float | None:
+        """Training FLOPs (forward + backward) per target token on sequences of `length`, or None where
+        the family does not count them (only language models do; formulas in `seqbench.nn.flops`)."""
+        return None
+
     # -- optimisation -----------------------------------------------------------------------------
     def param_groups(self, weight_decay: float) -> list[dict]:
         """Decay matrices only: biases, norms and gains are not regularised (as in GPT-2, nanoGPT)."""

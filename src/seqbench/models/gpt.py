@@ -124,9 +124,6 @@ class GPTModel(WindowedLM):
             net.load_state_dict(sub_state(ckpt, "net"))
         self.attach(net, cfg.context, compile, cfg.d_model)
 
-    def flops_per_token(self) -> float:
-        return self.net.flops_per_token(self.context)
-
     # -- fine-tuning a pre-trained LM ---------------------------------------------------------------
     def transform(self, words: list[list[str]], extract: bool, device
                   ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:

@@ -221,6 +221,9 @@ class RecurrentModel(SeqModel):
             for g, lr in zip(optimizer.param_groups, lrs):
                 g["lr"] = lr
 
+    def flops_per_token(self, length: int | None = None) -> float | None:
+        return self.net.flops_per_token() if self.spec.task == "lm" else None
+
     @torch.no_grad()
     def generate(self, prompt: torch.Tensor, max_new_tokens: int, temperature: float = 1.0,
                  top_k: int | None = None) -> torch.Tensor:

@@ -61,6 +61,10 @@ class WindowedLM(SeqModel):
         (`seqbench.analysis.context_usage` measures how much of them the model uses)."""
         return self.net.last_logits(tokens[:, -self.context:])
 
+    def flops_per_token(self, length: int | None = None) -> float | None:
+        """On `lm`: at the window length trained on (the attention term grows with it)."""
+        return self.net.flops_per_token(length or self.context) if self.spec.task == "lm" else None
+
     def generate(self, prompt: torch.Tensor, max_new_tokens: int, temperature: float = 1.0,
                  top_k: int | None = None) -> torch.Tensor:
         """prompt (B, T) -> (B, T + max_new_tokens), reading at most `context` tokens back."""

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
+from seqbench.nn.flops import attention_forward_flops, train_flops
 from seqbench.nn.positions import LearnedPositions
 from seqbench.nn.transformer import TransformerStack
 
@@ -90,8 +91,8 @@ class GPT(nn.Module):
         return n - self.pos_emb.embedding.weight.numel() if non_embedding else n
 
     def flops_per_token(self, T: int | None = None) -> float:
-        """Training FLOPs per token, forward + backward (PaLM, Chowdhery et al. 2022, appendix B):
-        6 N for the matmuls of the N weights, plus 12 L d T for attention scores and values."""
-        T = T or self.cfg.context
-        return 6 * self.num_params() + 12 * self.cfg.n_layer * self.cfg.d_model * T
-
+        """Training FLOPs per token on windows of T tokens (default: the context); `seqbench.nn.flops`."""
+        if self.lm_head is None:
+            raise ValueError("FLOPs per token are counted for the language model (token ids), not feature input")
+        return train_flops(attention_forward_flops(self.cfg.n_layer, self.cfg.d_model, 4 * self.cfg.d_model,
+                                                   T or self.cfg.context, self.cfg.vocab_size))

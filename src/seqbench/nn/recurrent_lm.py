@@ -25,6 +25,7 @@ from seqbench.errors import ConfigError
 from seqbench.nn.awd import (LockedDropout, activation_penalty, drop_recurrent_weights, release_dropped_weights,
                              word_dropout)
 from seqbench.nn.cells import make_rnn
+from seqbench.nn.flops import recurrent_forward_flops, train_flops
 
 
 class RecurrentLM(nn.Module):
@@ -44,6 +45,7 @@ class RecurrentLM(nn.Module):
         self.cell, self.num_layers, self.hidden_size = cell, num_layers, hidden_size
         self.word_dropout, self.weight_drop, self.ar, self.tar = word_dropout, weight_drop, ar, tar
         self.penalty: Tensor | None = None  # AR + TAR of the last training forward, for the loss
+        self.embedding_size, self.vocab_size = embedding_size, vocab_size
         self.embedding = nn.Embedding(vocab_size, embedding_size)
         p_in = dropout if embedding_dropout is None else embedding_dropout
         p_hid = dropout if hidden_dropout is None else hidden_dropout
@@ -114,6 +116,11 @@ class RecurrentLM(nn.Module):
         the last step only (a (B, T, V) tensor of a 1000-token read would not fit in memory)."""
         out, state = self.hidden_states(tokens, state)
         return self.decoder(out[:, -1]), state
+
+    def flops_per_token(self, T: int | None = None) -> float:
+        """Training FLOPs per token (`seqbench.nn.flops`); a recurrent step's cost does not depend on T."""
+        return train_flops(recurrent_forward_flops(self.cell, self.embedding_size, self.sizes, self.num_layers,
+                                                   self.vocab_size))
 
 
 def map_state(fn, state):

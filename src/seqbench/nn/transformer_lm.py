@@ -26,6 +26,7 @@ import torch
 from torch import Tensor, nn
 
 from seqbench.nn.attention import AttentionImpl
+from seqbench.nn.flops import attention_forward_flops, train_flops
 from seqbench.nn.positions import LearnedPositions, SinusoidalPositions
 from seqbench.nn.sampling import sample_next
 from seqbench.nn.transformer import TransformerStack
@@ -38,6 +39,7 @@ class TransformerLM(nn.Module):
                  attn_impl: AttentionImpl = "sdpa", bias: bool = True, input_dim: int | None = None) -> None:
         super().__init__()
         self.context, self.d_model, self.n_layer = context, d_model, n_layer
+        self.d_ff, self.vocab_size = d_ff or 4 * d_model, vocab_size
         # token ids -> embedding; feature vectors -> a linear map (no vocabulary, so no LM head)
         self.embedding = nn.Embedding(vocab_size, d_model) if input_dim is None else nn.Linear(input_dim, d_model)
         if positions == "sinusoidal":
@@ -80,6 +82,14 @@ class TransformerLM(nn.Module):
     def last_logits(self, tokens: Tensor) -> Tensor:
         """tokens (B, T) -> logits (B, V) of the token after them (the head on the last state only)."""
         return self.head(self.features(tokens, causal=True)[:, -1])
+
+    def flops_per_token(self, T: int | None = None) -> float:
+        """Training FLOPs per token on windows of T tokens (default: the context); `seqbench.nn.flops`.
+        The tied or untied head costs the same d x V matmul."""
+        if self.head is None:
+            raise ValueError("FLOPs per token are counted for the language model (token ids), not feature input")
+        return train_flops(attention_forward_flops(self.n_layer, self.d_model, self.d_ff, T or self.context,
+                                                   self.vocab_size))
 
 
 @torch.no_grad()

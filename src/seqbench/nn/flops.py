@@ -1,0 +1,57 @@
+"""Training FLOPs per token of each language-model family: the formulas, written once.
+
+One convention for every family, so that a compute budget means the same thing for all of them:
+
+- **Matmuls only.** A matrix-vector product with an m x n weight costs 2·m·n FLOPs (a multiply and an
+  add per weight). Biases, gates' elementwise nonlinearities, LayerNorm, softmax and the loss are
+  left out: they are O(d) per token against the matmuls' O(d²) (Kaplan et al. 2020, §2.1, leave
+  them out too).
+- **Embeddings are lookups and count 0**; a table tied to the output layer is counted there once,
+  as the output projection's matmul (d x V).
+- **Training = 3 x forward**: the backward pass computes, for every matmul, the gradient of its
+  input and of its weight, each as costly as the forward product (Kaplan et al. 2020; PaLM,
+  Chowdhery et al. 2022, appendix B).
+- **Attention's context term** is counted at the window length T the model trains on: per layer and
+  token, QKᵀ costs 2·T·d and AV 2·T·d, so 4·T·d forward, 12·T·d for training (PaLM's 12·L·H·Q·T).
+  It is **not halved for the causal mask**: the kernels seqbench runs on CPU (the written-out
+  softmax(QKᵀ)V and SDPA's math path) compute the whole T x T score matrix and then mask it, and
+  `torch.utils.flop_counter.FlopCounterMode` counts it so (a flash kernel that skips masked blocks
+  would do about half of it: the count is then an upper bound).
+
+Recurrent cells (g gates: 1 Elman, 3 GRU, 4 LSTM), per layer and token, forward:
+    input-to-hidden 2·g·H·I  +  hidden-to-hidden 2·g·H·H          (I = E for layer 1, H above)
+Attention blocks (d = d_model, f = d_ff), per layer and token, forward:
+    QKV 6·d²  +  output projection 2·d²  +  FFN 4·d·f  +  QKᵀ and AV 4·T·d
+Both, once per token: the output projection to the vocabulary, 2·d·V (d = H for a recurrent LM).
+
+`tests/test_flops.py` checks each family's number against FlopCounterMode on one training step.
+"""
+
+from __future__ import annotations
+
+GATES = {"rnn": 1, "gru": 3, "lstm": 4}
+TRAIN_MULTIPLIER = 3  # forward + backward (twice the forward)
+
+
+def recurrent_forward_flops(cell: str, input_size: int, hidden_size: int | list[int], num_layers: int,
+                            vocab_size: int) -> int:
+    """Forward FLOPs per token of a stacked recurrent LM: the gate matmuls and the output projection.
+    `hidden_size` may list each layer's width (AWD-LSTM's last layer is as wide as the embedding)."""
+    g = GATES[cell]
+    sizes = list(hidden_size) if isinstance(hidden_size, (list, tuple)) else [hidden_size] * num_layers
+    flops, inputs = 0, input_size
+    for size in sizes:
+        flops += 2 * g * size * (inputs + size)
+        inputs = size
+    return flops + 2 * sizes[-1] * vocab_size
+
+
+def attention_forward_flops(n_layer: int, d_model: int, d_ff: int, context: int, vocab_size: int) -> int:
+    """Forward FLOPs per token of a decoder-only stack reading windows of `context` tokens."""
+    per_layer = 8 * d_model**2 + 4 * d_model * d_ff + 4 * context * d_model
+    return n_layer * per_layer + 2 * d_model * vocab_size
+
+
+def train_flops(forward_flops_per_token: float) -> float:
+    """Forward + backward FLOPs per token from the forward count."""
+    return TRAIN_MULTIPLIER * forward_flops_per_token

@@ -5,6 +5,7 @@ from seqbench.callbacks.baseline import ProbeBaseline
 from seqbench.callbacks.learning_curve import LearningCurve
 from seqbench.callbacks.progress_log import ProgressLog
 from seqbench.callbacks.run_stats import RunStats
+from seqbench.callbacks.solve import StopWhenSolved
 from seqbench.callbacks.validation_samples import ValidationSamples
 
-__all__ = ["AlignmentMaps", "LearningCurve", "ProbeBaseline", "ProgressLog", "RunStats", "ValidationSamples"]
+__all__ = ["AlignmentMaps", "LearningCurve", "ProbeBaseline", "ProgressLog", "RunStats", "StopWhenSolved", "ValidationSamples"]

@@ -35,3 +35,41 @@ def test_table_and_plot_from_a_sweep(tmp_path):
     assert "| lstm (1,000) | 0.300 | 2.080 |" in lines  # the loss table
     assert result["png"].stat().st_size > 5000
     assert "Failed jobs" in result["report"].read_text()
+
+
+def _solve_job(root, num, family, T, seed, mse, steps, cap=1000, status="completed"):
+    """One job of a train-until-solved adding sweep: solved when `steps` is not None."""
+    job = root / str(num)
+    (job / ".hydra").mkdir(parents=True)
+    (job / ".hydra" / "config.yaml").write_text(yaml.safe_dump({"data": {"T": T}, "seed": seed,
+                                                                 "trainer": {"max_steps": cap}}))
+    (job / ".hydra" / "hydra.yaml").write_text(yaml.safe_dump(
+        {"hydra": {"runtime": {"choices": {"family": f"probe/{family}", "model": "lstm"}}}}))
+    metrics = {"status": status, "test/mse": mse, "test/loss": mse, "val/baseline_loss": 1 / 6, "params": 500,
+               "solved": steps is not None if status == "completed" else None, "steps_to_solve": steps,
+               "solve_criterion": "val/mse <= 0.01"}
+    (job / "metrics.json").write_text(json.dumps(metrics))
+
+
+def test_until_solved_sweep_gives_seeds_solved_steps_and_the_largest_T_per_family(tmp_path):
+    sweep = tmp_path / "sweep"
+    jobs = [("lstm", 50, 1, 0.004, 300), ("lstm", 50, 2, 0.006, 500), ("lstm", 100, 1, 0.008, 900),
+            ("lstm", 100, 2, 0.16, None), ("lstm", 200, 1, 0.17, None), ("lstm", 200, 2, 0.15, None),
+            ("rnn", 50, 1, 0.16, None), ("rnn", 50, 2, 0.17, None), ("rnn", 100, 1, 0.17, None),
+            ("transformer", 50, 1, 0.001, 100), ("transformer", 50, 2, 0.003, 200),
+            ("transformer", 100, 1, 0.002, 200), ("transformer", 200, 1, 0.002, 400)]
+    for num, job in enumerate(jobs):
+        _solve_job(sweep, num, *job)
+    _solve_job(sweep, 99, "rnn", 200, 1, None, None, status="failed")
+    result = main([str(sweep), "--out", str(tmp_path / "out"), "--title", "adding"])
+    lines = result["table"].splitlines()
+    assert "| family | T = 50 | T = 100 | T = 200 |" in lines
+    assert "| lstm | 2/2 in 400; 0.005 (0.004–0.006) | 1/2 in 900; 0.084 (0.008–0.160) | 0/2; 0.160 (0.150–0.170) |" in lines
+    assert "| rnn | 0/2; 0.165 (0.160–0.170) | 0/1; 0.170 | failed |" in lines
+    assert "| transformer | 2/2 in 150; 0.002 (0.001–0.003) | 1/1 in 200; 0.002 | 1/1 in 400; 0.002 |" in lines
+    assert "cap 1,000 steps" in result["table"]
+    assert "| lstm | 50 | 100 |" in lines  # one seed of two failed at T = 100: the frontier is there
+    assert "| rnn | none | 50 |" in lines
+    assert "| transformer | 200 | none (solved at every T run) |" in lines
+    assert result["solve_png"].stat().st_size > 10000
+    assert "long_range_solve.png" in result["report"].read_text()

@@ -221,3 +221,24 @@ def test_scrambled_symbols_control_separates_memory_from_chance():
     acc = answer_accuracy(Oracle(), batch, num_symbols=8, copy_length=3)
     assert acc["real"].shape == (3,) and (acc["real"] == 1).all()
     assert (acc["scrambled"] - 1 / 8).abs().max() < 0.03
+
+
+@pytest.mark.parametrize("threshold, solved, steps", [(10.0, True, 2), (None, False, None)])
+def test_until_solved_experiment_records_steps_to_solve_in_metrics_json(threshold, solved, steps, cfg_factory,
+                                                                        tmp_path):
+    """experiment=long_range_adding end to end (validation every 2 steps): a criterion met at the first
+    validation stops the run there and is recorded; the data's own (mse <= 0.01) is not met in 4 steps of
+    a 16-unit GRU, so that run goes to the cap."""
+    from seqbench.run import train
+
+    by_hand = [f"callbacks.stop_when_solved.threshold={threshold}"] if threshold else []
+    cfg = cfg_factory([*TINY, "experiment=long_range_adding", "+family=probe/gru", "model.hidden_size=16",
+                       "data.T=8", "data.train_size=64", "data.val_size=250", "data.test_size=250",
+                       "trainer.max_steps=4", "trainer.limit_train_batches=1.0", "trainer.max_epochs=-1",
+                       *by_hand], tiny=False)
+    metrics = train(cfg, tmp_path)
+    assert metrics["status"] == "completed"
+    assert metrics["solved"] is solved and metrics["steps_to_solve"] == steps
+    assert metrics["solve_criterion"] == f"val/mse <= {threshold or 0.01:g}"
+    last = torch.load(tmp_path / "checkpoints" / "last.ckpt", weights_only=True)
+    assert last["global_step"] == (2 if solved else 4)  # stopped there, or trained to the cap

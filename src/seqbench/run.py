@@ -28,7 +28,7 @@ from hydra.errors import InstantiationException
 from lightning.pytorch.callbacks import ProgressBar
 
 from seqbench.budget import apply_compute_budget
-from seqbench.callbacks import LearningCurve, RunStats
+from seqbench.callbacks import LearningCurve, RunStats, StopWhenSolved
 from seqbench.compose import describe as describe_recipe
 from seqbench.config_check import check_config
 from seqbench.dashboard import define_summaries, run_config, write_summary
@@ -128,6 +128,8 @@ def train(cfg: DictConfig, output_dir: Path, choices: dict | None = None, overri
             # weights_only: Lightning reads the checkpoint with torch's safe unpickler (seqbench.checkpoints)
             trainer.fit(model, datamodule=datamodule, ckpt_path=cfg.get("ckpt_path"), weights_only=True)
         metrics.update({k: v for k, v in trainer.callback_metrics.items()})
+        for solve in (c for c in trainer.callbacks if isinstance(c, StopWhenSolved)):
+            metrics.update(solve.summary())  # solved, steps_to_solve (train until solved, the probes)
         ckpt = trainer.checkpoint_callback
         if ckpt is not None and ckpt.best_model_score is not None:
             # the validation score of the tested checkpoint (val/acc above is the last epoch's), so a

@@ -8,6 +8,13 @@ and the gap from each job's resolved config (`data.T`). The score is that of the
 (by validation loss) on the test set: `test/acc` for copy memory and recall, `test/mse` for the
 adding problem; the baseline is the one the data logged (`val/baseline_acc`, `val/baseline_loss`).
 Writes `long_range.md` (a family x T table), `long_range.csv` and `long_range_<metric>.png`.
+
+Sweeps trained until solved (`experiment=long_range_copy|adding|recall`: `solved` and
+`steps_to_solve` in each metrics.json, the cap from `trainer.max_steps`) get more: a family x T
+table of seeds solved, steps to solve (mean over the seeds that solved) and the score (mean and
+range over seeds); per family the largest T every seed solved within the cap and the first T where
+one did not; and `long_range_solve.png`, score and steps-to-solve against T with the baseline and
+the cap drawn in.
 """
 
 from __future__ import annotations
@@ -24,12 +31,15 @@ from seqbench.report import Run, read_local
 FAMILY_ORDER = ("rnn", "lstm", "gru", "transformer", "gpt")
 
 
-def gap_of(run: Run, root_parent: Path) -> int | None:
+def _config(run: Run, root_parent: Path) -> dict:
     config = root_parent / run.name / ".hydra" / "config.yaml"
-    if config.is_file():
-        value = ((yaml.safe_load(config.read_text()) or {}).get("data") or {}).get("T")
-        if value is not None:
-            return int(value)
+    return (yaml.safe_load(config.read_text()) or {}) if config.is_file() else {}
+
+
+def gap_of(run: Run, root_parent: Path) -> int | None:
+    value = (_config(run, root_parent).get("data") or {}).get("T")
+    if value is not None:
+        return int(value)
     for token in str(run.metrics.get("overrides", "")).split():
         if token.startswith("data.T="):
             return int(token.split("=", 1)[1])
@@ -41,14 +51,16 @@ def collect(dirs: list[Path]) -> list[dict]:
     rows = []
     for root in dirs:
         for run in read_local([root]):
-            m = run.metrics
+            m, config = run.metrics, _config(run, root.parent)
             rows.append({
                 "family": run.family, "T": gap_of(run, root.parent), "status": m.get("status"),
                 "test_acc": m.get("test/acc"), "test_loss": m.get("test/loss"), "test_mse": m.get("test/mse"),
                 "val_acc": m.get("val/acc"), "val_loss": m.get("val/loss"),
                 "baseline_acc": m.get("val/baseline_acc"), "baseline_loss": m.get("val/baseline_loss"),
                 "params": m.get("params"), "wall_time_s": m.get("wall_time_s"), "run": run.name,
-                "error": m.get("error"),
+                "error": m.get("error"), "seed": config.get("seed"),
+                "solved": m.get("solved"), "steps_to_solve": m.get("steps_to_solve"),
+                "cap": (config.get("trainer") or {}).get("max_steps"),
             })
     return rows
 
@@ -131,6 +143,129 @@ def plot(rows: list[dict], path: Path, title: str) -> Path:
     return path
 
 
+# -- sweeps trained until solved ---------------------------------------------------------------
+def _cell(rows: list[dict], family: str, t: int) -> list[dict]:
+    return [r for r in rows if r["family"] == family and r["T"] == t]
+
+
+def _done(hits: list[dict]) -> list[dict]:
+    return [h for h in hits if h["status"] == "completed" and h["solved"] is not None]
+
+
+def _steps(n: float) -> str:
+    return f"{round(n):,}"
+
+
+def solve_table(rows: list[dict]) -> str:
+    """Family x T: seeds solved / run, mean steps to solve (over those that solved), score mean (range)."""
+    score, _ = score_key(rows)
+    gaps = sorted({r["T"] for r in rows if r["T"] is not None})
+    caps = sorted({r["cap"] for r in rows if r["cap"]})
+    cap = "/".join(_steps(c) for c in caps) or "?"
+    lines = ["| family | " + " | ".join(f"T = {t}" for t in gaps) + " |", "|---" * (len(gaps) + 1) + "|"]
+    for family in _families(rows):
+        cells = []
+        for t in gaps:
+            hits = _cell(rows, family, t)
+            done = _done(hits)
+            if not hits:
+                cells.append("not run")
+                continue
+            if not done:
+                cells.append("failed")
+                continue
+            solved = [h for h in done if h["solved"]]
+            text = f"{len(solved)}/{len(done)}"
+            if solved:
+                text += f" in {_steps(sum(h['steps_to_solve'] for h in solved) / len(solved))}"
+            values = [h[score] for h in done if h[score] is not None]
+            if values:
+                mean = sum(values) / len(values)
+                spread = f" ({min(values):.3f}–{max(values):.3f})" if len(values) > 1 else ""
+                text += f"; {mean:.3f}{spread}"
+            if len(done) < len(hits):
+                text += f"; {len(hits) - len(done)} failed"
+            cells.append(text)
+        lines.append(f"| {family} | " + " | ".join(cells) + " |")
+    label = "test accuracy" if score == "test_acc" else "test MSE"
+    return (f"seeds solved / run, mean steps to solve (of those that solved; cap {cap} steps, resolution = the "
+            f"validation interval); {label} of the best checkpoint, mean (min–max) over seeds\n\n" + "\n".join(lines))
+
+
+def frontier(rows: list[dict]) -> dict[str, tuple[int | None, int | None]]:
+    """Per family: (largest T solved by every seed, with every smaller T too; first T not solved by all)."""
+    out = {}
+    for family in _families(rows):
+        largest = first_fail = None
+        for t in sorted({r["T"] for r in rows if r["family"] == family and r["T"] is not None}):
+            done = _done(_cell(rows, family, t))
+            if done and all(h["solved"] for h in done):
+                largest = t
+            else:
+                first_fail = t
+                break
+        out[family] = (largest, first_fail)
+    return out
+
+
+def frontier_table(rows: list[dict]) -> str:
+    lines = ["| family | largest T solved by every seed (and every smaller T) | first T not solved |", "|---|---|---|"]
+    for family, (largest, fail) in frontier(rows).items():
+        lines.append(f"| {family} | {largest if largest is not None else 'none'} | "
+                     f"{fail if fail is not None else 'none (solved at every T run)'} |")
+    return "\n".join(lines)
+
+
+def plot_solve(rows: list[dict], path: Path, title: str) -> Path:
+    """Two panels against T: the score (mean over seeds, baseline dashed), steps to solve (cap dotted)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    score, base_key = score_key(rows)
+    gaps = sorted({r["T"] for r in rows if r["T"] is not None})
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
+    markers = "osD^v<>p"
+    for i, family in enumerate(_families(rows)):
+        style = dict(marker=markers[i % len(markers)], markersize=8 - 0.6 * i, linewidth=2.5 - 0.3 * i,
+                     linestyle="-" if i % 2 == 0 else "--", label=family, color=f"C{i}")
+        points, steps = [], []
+        for t in gaps:
+            done = _done(_cell(rows, family, t))
+            values = [h[score] for h in done if h[score] is not None]
+            if values:
+                points.append((t, sum(values) / len(values)))
+            solved = [h["steps_to_solve"] for h in done if h["solved"]]
+            if solved:
+                steps.append((t, sum(solved) / len(solved)))
+        if points:
+            left.plot(*zip(*points), **style)
+        if steps:
+            right.plot(*zip(*steps), **style)
+    baselines = sorted({r[base_key] for r in rows if r[base_key] is not None})
+    if baselines:
+        left.axhline(baselines[0], color="black", linestyle="--", linewidth=1, label="trivial baseline")
+    for cap in sorted({r["cap"] for r in rows if r["cap"]}):
+        right.axhline(cap, color="black", linestyle=":", linewidth=1, label=f"cap ({cap:,} steps)")
+    if score == "test_mse":
+        left.set_yscale("log")
+    for ax, ylabel in ((left, "test accuracy" if score == "test_acc" else "test MSE"),
+                       (right, "steps to solve (mean of the seeds that solved)")):
+        ax.set_xscale("log")
+        ax.set_xticks(gaps, [str(t) for t in gaps])
+        ax.minorticks_off()
+        ax.set_xlabel("gap T (steps)")
+        ax.set_ylabel(ylabel)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7)
+    fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
 def write_report(dirs: list[Path], out: Path, title: str) -> dict:
     rows = collect(dirs)
     out.mkdir(parents=True, exist_ok=True)
@@ -141,6 +276,12 @@ def write_report(dirs: list[Path], out: Path, title: str) -> dict:
         text += "\n\n" + table(rows, "test_loss")
     failed = [r for r in rows if r["status"] != "completed"]
     lines = [f"# {title}", "", text, "", f"![{key}]({png.name})"]
+    solve_png = None
+    if any(r["solved"] is not None for r in rows):  # trained until solved
+        solve_png = plot_solve(rows, out / "long_range_solve.png", title)
+        text = solve_table(rows) + "\n\n" + frontier_table(rows) + "\n\n" + text
+        lines[2:3] = [text]
+        lines += ["", f"![score and steps to solve]({solve_png.name})"]
     if failed:
         lines += ["", "## Failed jobs", ""] + [f"- {r['run']}: {r['error']}" for r in failed]
     (out / "long_range.md").write_text("\n".join(lines) + "\n")
@@ -148,7 +289,7 @@ def write_report(dirs: list[Path], out: Path, title: str) -> dict:
         writer = csv.DictWriter(f, fieldnames=list(rows[0]))
         writer.writeheader()
         writer.writerows(sorted(rows, key=lambda r: (r["family"], r["T"] or 0)))
-    return {"table": text, "png": png, "report": out / "long_range.md", "rows": rows}
+    return {"table": text, "png": png, "solve_png": solve_png, "report": out / "long_range.md", "rows": rows}
 
 
 def main(argv: list[str] | None = None) -> dict:

@@ -6,6 +6,8 @@ from seqbench.callbacks.learning_curve import LearningCurve
 from seqbench.callbacks.nt_asgd import NTASGD
 from seqbench.callbacks.progress_log import ProgressLog
 from seqbench.callbacks.run_stats import RunStats
+from seqbench.callbacks.solve import StopWhenSolved
 from seqbench.callbacks.validation_samples import ValidationSamples
 
-__all__ = ["AlignmentMaps", "LearningCurve", "NTASGD", "ProbeBaseline", "ProgressLog", "RunStats", "ValidationSamples"]
+__all__ = ["AlignmentMaps", "LearningCurve", "NTASGD", "ProbeBaseline", "ProgressLog", "RunStats", "StopWhenSolved",
+           "ValidationSamples"]

@@ -10,7 +10,9 @@ a run resumed mid-epoch continues with the batches it would have seen.
 
 The trivial baseline of the probe (loss, and accuracy where there is one) travels in
 `spec.extras["baseline"]`; `seqbench.callbacks.ProbeBaseline` logs it as `val/baseline_loss`,
-`val/baseline_acc` beside the model's own numbers.
+`val/baseline_acc` beside the model's own numbers. What counts as solving the probe (copy and
+recall: validation accuracy >= 0.99; adding: validation MSE <= 0.01, 6 % of the baseline's 1/6)
+travels in `spec.extras["solved"]`, read by `seqbench.callbacks.StopWhenSolved`.
 """
 
 from __future__ import annotations
@@ -82,6 +84,7 @@ class ProbeDataModule(L.LightningDataModule):
     `baseline() -> {"loss": .., "acc": ..}` and the `spec` property, and sets `task`."""
 
     task = ""
+    solved = {"monitor": "val/acc", "threshold": 0.99, "mode": "max"}  # the level at which the probe counts as solved
     recipe_task = "probe"  # conf/recipe/probe/: fresh data, long gaps: not the recipe of a real corpus
 
     def __init__(self, T: int = 100, batch_size: int = 32, eval_batch_size: int = 250, train_size: int = 8000,
@@ -170,13 +173,15 @@ class CopyDataModule(ProbeDataModule):
     def spec(self) -> TaskSpec:
         vocab = self.num_symbols + 2  # blank 0, symbols 1..K, delimiter K+1; tags are the same ids
         return TaskSpec(task="tagging", vocab_size=vocab, num_classes=vocab, max_len=2 * self.copy_length + self.T,
-                        extras={"baseline": self.baseline(), "probe": "copy", "T": self.T})
+                        extras={"baseline": self.baseline(), "probe": "copy", "T": self.T,
+                                "solved": self.solved})
 
 
 class AddingDataModule(ProbeDataModule):
     """The adding problem: regress the sum of the two marked values among T."""
 
     task = "regression"
+    solved = {"monitor": "val/mse", "threshold": 0.01, "mode": "min"}
 
     def make(self, n: int, generator: torch.Generator) -> dict[str, torch.Tensor]:
         return probes.adding(n, self.T, generator)
@@ -187,7 +192,8 @@ class AddingDataModule(ProbeDataModule):
     @property
     def spec(self) -> TaskSpec:
         return TaskSpec(task="regression", input_dim=2, max_len=self.T,
-                        extras={"baseline": self.baseline(), "probe": "adding", "T": self.T})
+                        extras={"baseline": self.baseline(), "probe": "adding", "T": self.T,
+                                "solved": self.solved})
 
 
 class RecallDataModule(ProbeDataModule):
@@ -211,4 +217,5 @@ class RecallDataModule(ProbeDataModule):
     def spec(self) -> TaskSpec:
         return TaskSpec(task="classification", vocab_size=self.num_keys + self.num_values + 2,
                         num_classes=self.num_values, max_len=2 * self.num_pairs + self.T + 2,
-                        extras={"baseline": self.baseline(), "probe": "recall", "T": self.T})
+                        extras={"baseline": self.baseline(), "probe": "recall", "T": self.T,
+                                "solved": self.solved})

@@ -17,6 +17,10 @@ On `translation` it is an encoder-decoder (`seqbench.nn.seq2seq`): Sutskever et 
 `model.attention=none` (the final encoder state is the only context; `model.reverse_source=true`
 reverses the source), or Bahdanau / Luong attention (`bahdanau|luong_dot|luong_general|scaled_dot`),
 with `model.bidirectional`, `model.input_feeding` and `model.teacher_forcing` (the ratio).
+
+On every task, `model.forget_bias` (LSTM) and `model.recurrent_init=orthogonal|identity` re-set the
+recurrent layers after the rest of the initialisation (`seqbench.nn.recurrent_init`); unset, the
+LSTM keeps PyTorch's init, whose forget-gate bias has mean 0.
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ from seqbench.models.base import SeqModel
 from seqbench.nn.char_features import CharCNN
 from seqbench.nn.crf import CRF
 from seqbench.nn.recurrent_encoder import RecurrentEncoder
+from seqbench.nn.recurrent_init import init_recurrence
 from seqbench.nn.recurrent_lm import RecurrentLM, detach_state, map_state
 from seqbench.nn.seq2seq import RecurrentSeq2Seq
 from seqbench.nn.sampling import sample_next
@@ -79,6 +84,8 @@ class RecurrentModel(SeqModel):
         weight_drop: float = 0.0,
         ar: float = 0.0,
         tar: float = 0.0,
+        forget_bias: float | None = None,
+        recurrent_init: Literal["default", "orthogonal", "identity"] = "default",
     ) -> None:
         super().__init__(spec, optimizer, scheduler, scheduler_interval, scheduler_monitor)
         self.save_hyperparameters(ignore=["spec", "optimizer", "scheduler"])
@@ -97,6 +104,7 @@ class RecurrentModel(SeqModel):
             self.net = RecurrentLM(spec.vocab_size, cell, embedding_size, hidden_size, num_layers, dropout,
                                    embedding_dropout, output_dropout, tie_weights, init_range, nonlinearity, impl,
                                    hidden_dropout, lock_dropout, word_dropout, weight_drop, ar, tar)
+            init_recurrence(self, forget_bias, recurrent_init)
             return
         if lock_dropout or word_dropout or weight_drop or ar or tar or hidden_dropout is not None:
             raise ConfigError("model.lock_dropout, hidden_dropout, word_dropout, weight_drop, ar and tar are AWD-LSTM's "
@@ -112,6 +120,7 @@ class RecurrentModel(SeqModel):
             if init_range:
                 for p in self.parameters():
                     nn.init.uniform_(p, -init_range, init_range)
+            init_recurrence(self, forget_bias, recurrent_init)
             return
         if crf and spec.task != "tagging":
             raise ConfigError(f"model.crf=true scores tag sequences; the data poses {spec.task!r}, not tagging.")
@@ -134,6 +143,7 @@ class RecurrentModel(SeqModel):
         if init_range:
             for p in self.parameters():
                 nn.init.uniform_(p, -init_range, init_range)
+        init_recurrence(self, forget_bias, recurrent_init)
 
     # -- classification, regression, tagging -----------------------------------------------------
     def encoder_input(self, batch: dict) -> torch.Tensor:

@@ -120,3 +120,17 @@ def test_cached_generation_matches_and_slides_past_the_context(family):
         fast = model.generate(prompt, max_new_tokens=20, temperature=0)
         assert fast.shape == (3, prompt.size(1) + 20)
         assert torch.equal(fast, model.generate(prompt, max_new_tokens=20, temperature=0, use_cache=False))
+
+
+def test_decode_benchmark_times_both_paths_and_skips_what_the_budget_cannot_afford(tmp_path):
+    from seqbench.analysis import decode_bench
+
+    rows = decode_bench.run(["transformer", "gpt"], lengths=[2, 4], batch=2, vocab=50, max_case_s=60.0, out=tmp_path)
+    assert [(r["family"], r["length"], r["cache"], r["status"]) for r in rows] == [
+        (f, n, c, "ok") for f in ("transformer", "gpt") for c in (True, False) for n in (2, 4)]
+    for row in rows:
+        assert row["tokens_per_s"] == pytest.approx(2 * row["length"] / row["seconds"])
+    assert (tmp_path / "decode_bench.csv").read_text().count("\n") == 1 + len(rows)
+    assert "| gpt | 4 |" in (tmp_path / "decode_bench.md").read_text()
+    rows = decode_bench.run(["gpt"], lengths=[2, 4], batch=1, vocab=50, max_case_s=0.0)
+    assert rows[1]["status"].startswith("skipped: ~") and rows[0]["status"] == "ok"

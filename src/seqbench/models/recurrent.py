@@ -178,8 +178,12 @@ class RecurrentModel(SeqModel):
         return self.seq2seq.encode(batch["src"], batch["src_lengths"])
 
     def decode_step(self, memory: dict, tokens: torch.Tensor, state: dict | None):
-        state = self.seq2seq.initial_state(memory) if state is None else state
-        o, state, _ = self.seq2seq.step(tokens[:, -1], state, memory)  # only the last token: state carries the rest
+        """state None: nothing read yet, so run over every token; else only the last (state carries the rest)."""
+        if state is None:
+            state = self.seq2seq.initial_state(memory)
+            for t in range(tokens.size(1) - 1):
+                _, state, _ = self.seq2seq.step(tokens[:, t], state, memory)
+        o, state, _ = self.seq2seq.step(tokens[:, -1], state, memory)
         return self.seq2seq.logits(o), state
 
     def alignments(self, batch: dict) -> torch.Tensor:

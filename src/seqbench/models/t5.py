@@ -16,6 +16,7 @@ import torch
 
 from seqbench.data.spec import TaskSpec
 from seqbench.models.base import SeqModel
+from seqbench.nn.kv_cache import new_cache
 from seqbench.nn.t5 import T5
 
 LANGUAGES = {"de": "German", "en": "English", "fr": "French", "cs": "Czech"}
@@ -78,9 +79,13 @@ class T5Model(SeqModel):
     def encode(self, batch: dict) -> dict:
         return self.net.encode(*self.with_prefix(batch))
 
-    def decode_step(self, memory: dict, tokens: torch.Tensor, state: None):
-        """Re-reads the whole prefix of the output (no key/value cache), like the Transformer family."""
-        return self.net.decode(memory, tokens)[:, -1, : self.spec.tgt_vocab_size], None
+    def decode_step(self, memory: dict, tokens: torch.Tensor, state: list[dict] | None):
+        """state None: read every token; else the key/value cache of all but the last, so read only that."""
+        if state is None:
+            state = new_cache(len(self.net.decoder.blocks))
+        else:
+            tokens = tokens[:, -1:]
+        return self.net.decode(memory, tokens, state)[:, -1, : self.spec.tgt_vocab_size], state
 
     def alignments(self, batch: dict) -> torch.Tensor:
         """Cross-attention weights (B, layers x heads, T, P + S): the prefix's P columns come first."""

@@ -27,6 +27,7 @@ import torch
 from seqbench.data.spec import TaskSpec
 from seqbench.errors import ConfigError
 from seqbench.models.windowed import WindowedLM
+from seqbench.nn.kv_cache import new_cache
 from seqbench.nn.transformer_lm import TransformerLM
 from seqbench.nn.transformer_seq2seq import TransformerSeq2Seq
 
@@ -85,9 +86,13 @@ class TransformerModel(WindowedLM):
     def encode(self, batch: dict) -> dict:
         return self.net.encode(batch["src"], batch["src_lengths"])
 
-    def decode_step(self, memory: dict, tokens: torch.Tensor, state: None):
-        """Re-reads the whole prefix (no key/value cache: simple, and cheap at caption lengths)."""
-        return self.net.decode(memory, tokens)[:, -1], None  # (B, V)
+    def decode_step(self, memory: dict, tokens: torch.Tensor, state: list[dict] | None):
+        """state None: read every token; else the key/value cache of all but the last, so read only that."""
+        if state is None:
+            state = new_cache(len(self.net.decoder.blocks))
+        else:
+            tokens = tokens[:, -1:]
+        return self.net.decode(memory, tokens, state)[:, -1], state  # (B, V), the cache
 
     def alignments(self, batch: dict) -> torch.Tensor:
         """Cross-attention weights (B, layers x heads, T, S) of the decoder reading `batch["tgt_in"]`."""

@@ -66,10 +66,11 @@ class WindowedLM(SeqModel):
         return self.net.flops_per_token(length or self.context) if self.spec.task == "lm" else None
 
     def generate(self, prompt: torch.Tensor, max_new_tokens: int, temperature: float = 1.0,
-                 top_k: int | None = None) -> torch.Tensor:
-        """prompt (B, T) -> (B, T + max_new_tokens), reading at most `context` tokens back."""
+                 top_k: int | None = None, use_cache: bool = True) -> torch.Tensor:
+        """prompt (B, T) -> (B, T + max_new_tokens), reading at most `context` tokens back; `use_cache`
+        keeps keys and values between steps until the window slides (`generate_windowed`)."""
         self.eval()
-        return generate_windowed(self.net, prompt, max_new_tokens, self.context, temperature, top_k)
+        return generate_windowed(self.net, prompt, max_new_tokens, self.context, temperature, top_k, use_cache)
 
     # -- classification, regression, tagging -----------------------------------------------------
     def states(self, batch: dict) -> tuple[torch.Tensor, torch.Tensor]:

@@ -99,6 +99,11 @@ class MultiHeadAttention(nn.Module):
     Set `record_weights = True` to keep the attention probabilities of the last call in `weights`
     (B, nh, T, S), computed by the reference formula beside whichever path runs (for pictures such
     as attention rollout; the fused kernels never materialise them).
+
+    `cache` (a dict this module owns, `seqbench.nn.kv_cache`) serves decoding one token at a time:
+    self-attention appends the new tokens' keys and values to those of the tokens read before, so a
+    step projects only its own token; cross-attention projects the encoder output at the first step
+    and reuses it. The new queries are the last T of the S positions, which the causal mask aligns.
     """
 
     def __init__(self, d_model: int, n_head: int, dropout: float = 0.0, bias: bool = True, cross: bool = False,
@@ -117,20 +122,29 @@ class MultiHeadAttention(nn.Module):
         self.record_weights, self.weights = False, None
 
     def forward(self, x: Tensor, memory: Tensor | None = None, causal: bool = False,
-                key_padding_mask: Tensor | None = None) -> Tensor:
+                key_padding_mask: Tensor | None = None, cache: dict | None = None) -> Tensor:
         """x (B, T, C) [memory (B, S, C)] -> (B, T, C). `key_padding_mask` (B, S): True = padding key."""
         B, T, C = x.size()
+        hs = C // self.n_head
+
+        def heads(t: Tensor) -> Tensor:
+            return t.view(B, -1, self.n_head, hs).transpose(1, 2)  # (B, S, C) -> (B, nh, S, hs)
+
         if self.cross:
-            if memory is None:
-                raise ValueError("cross-attention needs the encoder output as `memory`")
-            q = self.q_proj(x)  # (B, T, C)
-            k, v = self.kv_proj(memory).split(C, dim=2)  # (B, S, C) each
+            if cache is not None and "k" in cache:  # the encoder output, projected at the first step
+                q, k, v = heads(self.q_proj(x)), cache["k"], cache["v"]
+            else:
+                if memory is None:
+                    raise ValueError("cross-attention needs the encoder output as `memory`")
+                k, v = self.kv_proj(memory).split(C, dim=2)  # (B, S, C) each
+                q, k, v = heads(self.q_proj(x)), heads(k), heads(v)  # (B, nh, T|S, hs)
         else:
-            q, k, v = self.qkv_proj(x).split(C, dim=2)  # (B, T, C) each
-        S, hs = k.size(1), C // self.n_head
-        q = q.view(B, T, self.n_head, hs).transpose(1, 2)  # (B, T, C) -> (B, nh, T, hs)
-        k = k.view(B, S, self.n_head, hs).transpose(1, 2)  # (B, S, C) -> (B, nh, S, hs)
-        v = v.view(B, S, self.n_head, hs).transpose(1, 2)  # (B, S, C) -> (B, nh, S, hs)
+            q, k, v = (heads(t) for t in self.qkv_proj(x).split(C, dim=2))  # (B, nh, T, hs) each
+            if cache is not None and "k" in cache:  # the keys and values of the tokens read before
+                k, v = torch.cat([cache["k"], k], dim=2), torch.cat([cache["v"], v], dim=2)  # (B, nh, S, hs)
+        if cache is not None:
+            cache["k"], cache["v"] = k, v
+        S = k.size(2)
         if self.record_weights:
             self.weights = attention_weights(q, k, attention_mask(T, S, causal, key_padding_mask, q.device)).detach()
         y = attention(q, k, v, causal, key_padding_mask, self.dropout, self.training, self.impl)  # (B, nh, T, hs)

@@ -4,9 +4,14 @@ A family exposes two functions and this module does the rest:
 
     encode(batch)                           -> memory   (tensors with the batch first, any nesting)
     decode_step(memory, tokens, state)      -> logits (B, V), state
-        tokens (B, t): everything decoded so far, <bos> first; state: None at the first step, then
-        whatever the family returned (tensors with the batch first). A recurrent decoder reads only
-        the last token and carries its hidden state; a Transformer re-reads all of them.
+        tokens (B, t): everything decoded so far, <bos> first; state: None when nothing has been
+        read (the family then reads all t tokens), else what the family returned at the previous
+        step, having read all but the last token (tensors with the batch first, any nesting). A
+        recurrent decoder carries its hidden state; an attention decoder the keys and values of the
+        tokens it read (`seqbench.nn.kv_cache`), so both read only the last token.
+
+`use_cache=False` passes state None at every step, so a family re-reads the whole prefix each time
+(O(t²) for n steps instead of O(t)): the slow path the cache is checked and measured against.
 
 Beam search (Graves 2012; Sutskever et al. 2014; the GNMT length penalty of Wu et al. 2016) keeps K
 hypotheses per sentence in a (B*K)-row batch. A hypothesis that emitted <eos> stays in the beam
@@ -46,7 +51,7 @@ def max_steps(batch: dict, a: float, b: int) -> int:
 
 
 @torch.no_grad()
-def greedy(model, batch: dict, bos: int, eos: int, pad: int, steps: int) -> Tensor:
+def greedy(model, batch: dict, bos: int, eos: int, pad: int, steps: int, use_cache: bool = True) -> Tensor:
     """-> (B, <=steps) token ids after <bos>; rows that finished are padded after their <eos>."""
     memory = model.encode(batch)
     B = batch["src"].size(0)
@@ -55,6 +60,7 @@ def greedy(model, batch: dict, bos: int, eos: int, pad: int, steps: int) -> Tens
     state = None
     for _ in range(steps):
         logits, state = model.decode_step(memory, tokens, state)  # (B, V)
+        state = state if use_cache else None
         nxt = never_special(logits, bos, pad).argmax(-1).masked_fill(done, pad)  # (B,)
         tokens = torch.cat([tokens, nxt[:, None]], dim=1)
         done |= nxt == eos
@@ -69,10 +75,13 @@ def length_penalty(lengths: Tensor, alpha: float) -> Tensor:
 
 @torch.no_grad()
 def beam_search(model, batch: dict, bos: int, eos: int, pad: int, steps: int, beam: int = 5,
-                alpha: float = 1.0) -> Tensor:
-    """-> (B, <=steps) the best hypothesis per sentence by length-normalised log-probability."""
+                alpha: float = 1.0, use_cache: bool = True) -> Tensor:
+    """-> (B, <=steps) the best hypothesis per sentence by length-normalised log-probability.
+
+    When beams are re-ranked, the state (a key/value cache too) follows each kept hypothesis: row i
+    of the next step continues row `origin[i]` of this one."""
     if beam == 1:
-        return greedy(model, batch, bos, eos, pad, steps)
+        return greedy(model, batch, bos, eos, pad, steps, use_cache)
     B, K = batch["src"].size(0), beam
     device = batch["src"].device
     rows = torch.arange(B, device=device).repeat_interleave(K)  # (B*K,) sentence of each beam row
@@ -85,6 +94,7 @@ def beam_search(model, batch: dict, bos: int, eos: int, pad: int, steps: int, be
     state = None
     for _ in range(steps):
         logits, state = model.decode_step(memory, tokens, state)  # (B*K, V)
+        state = state if use_cache else None
         logp = never_special(torch.log_softmax(logits.float(), dim=-1), bos, pad)
         V = logp.size(-1)
         # a finished hypothesis continues only with <pad>, at no cost

@@ -25,6 +25,7 @@ import torch
 from torch import Tensor, nn
 
 from seqbench.nn.flops import attention_forward_flops, train_flops
+from seqbench.nn.kv_cache import new_cache, past_length
 from seqbench.nn.positions import LearnedPositions
 from seqbench.nn.transformer import TransformerStack
 
@@ -69,17 +70,22 @@ class GPT(nn.Module):
         elif isinstance(module, nn.Embedding):
             nn.init.normal_(module.weight, mean=0.0, std=0.02)
 
-    def features(self, x: Tensor, causal: bool = True, key_padding_mask: Tensor | None = None) -> Tensor:
-        """x (B, T) ids or (B, T, F) features -> states (B, T, C). A decoder-only model reads left to right."""
+    def features(self, x: Tensor, causal: bool = True, key_padding_mask: Tensor | None = None,
+                 cache: list[dict] | None = None) -> Tensor:
+        """x (B, T) ids or (B, T, F) features -> states (B, T, C). A decoder-only model reads left to right.
+        With `cache` (`new_cache()`, `seqbench.nn.kv_cache`) x holds only the tokens after those read."""
         if not causal:
             raise ValueError("GPT is decoder-only and reads left to right; use model=transformer or bert "
                              "for a bidirectional encoder")
         T = x.size(1)
-        h = self.tok_emb(x) + self.pos_emb(T)  # (B, T, C) + (T, C)
-        return self.blocks(self.drop(h), causal=True, key_padding_mask=key_padding_mask)  # (B, T, C)
+        h = self.tok_emb(x) + self.pos_emb(T, past_length(cache))  # (B, T, C) + (T, C)
+        return self.blocks(self.drop(h), causal=True, key_padding_mask=key_padding_mask, cache=cache)  # (B, T, C)
 
-    def forward(self, tokens: Tensor) -> Tensor:
-        return self.lm_head(self.features(tokens))  # (B, T, V)
+    def forward(self, tokens: Tensor, cache: list[dict] | None = None) -> Tensor:
+        return self.lm_head(self.features(tokens, cache=cache))  # (B, T, V)
+
+    def new_cache(self) -> list[dict]:
+        return new_cache(self.cfg.n_layer)
 
     def last_logits(self, tokens: Tensor) -> Tensor:
         """tokens (B, T) -> logits (B, V) of the token after them (the head on the last state only)."""

@@ -23,6 +23,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from seqbench.nn.kv_cache import past_length
+
 
 class RMSNorm(nn.Module):
     def __init__(self, d: int, eps: float = 1e-6) -> None:
@@ -66,9 +68,9 @@ class RelativePositionBias(nn.Module):
 
 
 class T5Attention(nn.Module):
-    def __init__(self, d_model: int, n_head: int, d_kv: int, dropout: float) -> None:
+    def __init__(self, d_model: int, n_head: int, d_kv: int, dropout: float, cross: bool = False) -> None:
         super().__init__()
-        self.n_head, self.d_kv, self.dropout = n_head, d_kv, dropout
+        self.n_head, self.d_kv, self.dropout, self.cross = n_head, d_kv, dropout, cross
         self.q = nn.Linear(d_model, n_head * d_kv, bias=False)
         self.k = nn.Linear(d_model, n_head * d_kv, bias=False)
         self.v = nn.Linear(d_model, n_head * d_kv, bias=False)
@@ -76,13 +78,25 @@ class T5Attention(nn.Module):
         self.keep_weights = False  # the alignment pictures ask for the softmax weights
         self.weights: Tensor | None = None
 
-    def forward(self, x: Tensor, kv: Tensor, bias: Tensor) -> Tensor:
-        """x (B, T, C), kv (B, S, C), bias (B or 1, nh, T, S) with -inf where not allowed -> (B, T, C)."""
+    def forward(self, x: Tensor, kv: Tensor, bias: Tensor, cache: dict | None = None) -> Tensor:
+        """x (B, T, C), kv (B, S, C), bias (B or 1, nh, T, S) with -inf where not allowed -> (B, T, C).
+
+        `cache` (`seqbench.nn.kv_cache`): self-attention appends the new tokens' keys and values to the
+        kept ones (kv is then x, the new tokens only); cross-attention projects kv once and keeps it."""
         B, T, _ = x.shape
-        S = kv.size(1)
-        q = self.q(x).view(B, T, self.n_head, self.d_kv).transpose(1, 2)  # (B, nh, T, dk)
-        k = self.k(kv).view(B, S, self.n_head, self.d_kv).transpose(1, 2)  # (B, nh, S, dk)
-        v = self.v(kv).view(B, S, self.n_head, self.d_kv).transpose(1, 2)
+
+        def heads(t: Tensor) -> Tensor:
+            return t.view(B, -1, self.n_head, self.d_kv).transpose(1, 2)  # (B, S, nh * dk) -> (B, nh, S, dk)
+
+        q = heads(self.q(x))  # (B, nh, T, dk)
+        if self.cross and cache is not None and "k" in cache:
+            k, v = cache["k"], cache["v"]  # the encoder output, projected at the first step
+        else:
+            k, v = heads(self.k(kv)), heads(self.v(kv))  # (B, nh, S, dk)
+            if cache is not None and "k" in cache:  # self-attention: the tokens read before come first
+                k, v = torch.cat([cache["k"], k], dim=2), torch.cat([cache["v"], v], dim=2)
+        if cache is not None:
+            cache["k"], cache["v"] = k, v
         p = self.dropout if self.training else 0.0
         if self.keep_weights:
             self.weights = torch.softmax(q @ k.transpose(-2, -1) + bias, dim=-1)  # (B, nh, T, S)
@@ -95,16 +109,18 @@ class T5Block(nn.Module):
         super().__init__()
         self.self_norm, self.self_attn = RMSNorm(d_model), T5Attention(d_model, n_head, d_kv, dropout)
         self.cross_norm = RMSNorm(d_model) if cross else None
-        self.cross_attn = T5Attention(d_model, n_head, d_kv, dropout) if cross else None
+        self.cross_attn = T5Attention(d_model, n_head, d_kv, dropout, cross=True) if cross else None
         self.ff_norm = RMSNorm(d_model)
         self.wi, self.wo = nn.Linear(d_model, d_ff, bias=False), nn.Linear(d_ff, d_model, bias=False)
         self.drop = nn.Dropout(dropout)
 
-    def forward(self, x: Tensor, bias: Tensor, memory: Tensor | None = None, memory_bias: Tensor | None = None):
+    def forward(self, x: Tensor, bias: Tensor, memory: Tensor | None = None, memory_bias: Tensor | None = None,
+                cache: dict | None = None):
+        self_cache, cross_cache = (None, None) if cache is None else (cache["self"], cache["cross"])
         h = self.self_norm(x)
-        x = x + self.drop(self.self_attn(h, h, bias))
+        x = x + self.drop(self.self_attn(h, h, bias, self_cache))
         if self.cross_attn is not None:
-            x = x + self.drop(self.cross_attn(self.cross_norm(x), memory, memory_bias))
+            x = x + self.drop(self.cross_attn(self.cross_norm(x), memory, memory_bias, cross_cache))
         return x + self.drop(self.wo(self.drop(F.relu(self.wi(self.ff_norm(x))))))
 
 
@@ -119,21 +135,26 @@ class T5Stack(nn.Module):
         self.drop = nn.Dropout(dropout)
 
     def forward(self, x: Tensor, padding: Tensor | None = None, memory: Tensor | None = None,
-                memory_padding: Tensor | None = None) -> Tensor:
+                memory_padding: Tensor | None = None, cache: list[dict] | None = None) -> Tensor:
+        """x (B, T, C) -> (B, T, C). With `cache` (decoding, `seqbench.nn.kv_cache`) x holds the T tokens
+        after the P already read: their queries are the last T of S = P + T positions, so a step
+        computes only its own row of the position bias (1, nh, 1, S), never the earlier rows again."""
         T = x.size(1)
-        bias = self.position_bias(T, T, x.device)  # (1, nh, T, T), shared by every layer
+        S = past_length(cache) + T
+        bias = self.position_bias(T, S, x.device)  # (1, nh, T, S), shared by every layer
         if self.decoder:
-            bias = bias.masked_fill(~torch.ones(T, T, dtype=torch.bool, device=x.device).tril(), float("-inf"))
+            causal = torch.ones(T, S, dtype=torch.bool, device=x.device).tril(diagonal=S - T)
+            bias = bias.masked_fill(~causal, float("-inf"))
         if padding is not None:
-            bias = bias.masked_fill(padding[:, None, None, :], float("-inf"))  # (B, nh, T, T)
+            bias = bias.masked_fill(padding[:, None, None, :], float("-inf"))  # (B, nh, T, S)
         memory_bias = None
         if memory is not None:
             memory_bias = torch.zeros(memory.size(0), 1, 1, memory.size(1), device=x.device)
             if memory_padding is not None:
                 memory_bias = memory_bias.masked_fill(memory_padding[:, None, None, :], float("-inf"))
         x = self.drop(x)
-        for block in self.blocks:
-            x = block(x, bias, memory, memory_bias)
+        for i, block in enumerate(self.blocks):
+            x = block(x, bias, memory, memory_bias, None if cache is None else cache[i])
         return self.drop(self.norm(x))
 
 
@@ -164,8 +185,9 @@ class T5(nn.Module):
         padding = torch.arange(src.size(1), device=src.device)[None, :] >= lengths[:, None]  # (B, S) True = pad
         return {"memory": self.encoder(self.embed(src), padding), "padding": padding}
 
-    def decode(self, memory: dict[str, Tensor], tgt_in: Tensor) -> Tensor:
-        y = self.decoder(self.embed(tgt_in), memory=memory["memory"], memory_padding=memory["padding"])
+    def decode(self, memory: dict[str, Tensor], tgt_in: Tensor, cache: list[dict] | None = None) -> Tensor:
+        """tgt_in (B, T) -> logits (B, T, V); with `cache`, only the tokens after those already read."""
+        y = self.decoder(self.embed(tgt_in), memory=memory["memory"], memory_padding=memory["padding"], cache=cache)
         return (y * self.d_model**-0.5) @ self.embed.weight.t()  # tied output (B, T, V)
 
     def forward(self, src: Tensor, lengths: Tensor, tgt_in: Tensor) -> Tensor:

@@ -63,13 +63,18 @@ class TransformerBlock(nn.Module):
         return norm(x + self.dropout(sublayer(x)))
 
     def forward(self, x: Tensor, memory: Tensor | None = None, causal: bool = False,
-                key_padding_mask: Tensor | None = None, memory_padding_mask: Tensor | None = None) -> Tensor:
-        """x (B, T, C), memory (B, S, C) -> (B, T, C). Padding masks: True marks a padding position."""
+                key_padding_mask: Tensor | None = None, memory_padding_mask: Tensor | None = None,
+                cache: dict | None = None) -> Tensor:
+        """x (B, T, C), memory (B, S, C) -> (B, T, C). Padding masks: True marks a padding position.
+        `cache`: this block's {"self": {}, "cross": {}} when decoding step by step (`seqbench.nn.kv_cache`)."""
+        self_cache, cross_cache = (None, None) if cache is None else (cache["self"], cache["cross"])
         x = self.residual(x, self.norm_self, lambda h: self.self_attn(h, causal=causal,
-                                                                       key_padding_mask=key_padding_mask))
+                                                                       key_padding_mask=key_padding_mask,
+                                                                       cache=self_cache))
         if self.cross_attn is not None:
             x = self.residual(x, self.norm_cross, lambda h: self.cross_attn(h, memory,
-                                                                             key_padding_mask=memory_padding_mask))
+                                                                             key_padding_mask=memory_padding_mask,
+                                                                             cache=cross_cache))
         return self.residual(x, self.norm_ffn, self.ffn)
 
     def residual_projections(self) -> list[nn.Linear]:
@@ -92,9 +97,11 @@ class TransformerStack(nn.Module):
         self.norm = nn.LayerNorm(d_model, bias=bias) if norm_first else nn.Identity()
 
     def forward(self, x: Tensor, memory: Tensor | None = None, causal: bool = False,
-                key_padding_mask: Tensor | None = None, memory_padding_mask: Tensor | None = None) -> Tensor:
-        for block in self.blocks:
-            x = block(x, memory, causal, key_padding_mask, memory_padding_mask)
+                key_padding_mask: Tensor | None = None, memory_padding_mask: Tensor | None = None,
+                cache: list[dict] | None = None) -> Tensor:
+        """`cache`: `new_cache(len(self.blocks))` filled by earlier steps; x then holds only the new tokens."""
+        for i, block in enumerate(self.blocks):
+            x = block(x, memory, causal, key_padding_mask, memory_padding_mask, None if cache is None else cache[i])
         return self.norm(x)
 
     def residual_projections(self) -> list[nn.Linear]:

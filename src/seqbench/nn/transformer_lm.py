@@ -27,6 +27,7 @@ from torch import Tensor, nn
 
 from seqbench.nn.attention import AttentionImpl
 from seqbench.nn.flops import attention_forward_flops, train_flops
+from seqbench.nn.kv_cache import new_cache, past_length
 from seqbench.nn.positions import LearnedPositions, SinusoidalPositions
 from seqbench.nn.sampling import sample_next
 from seqbench.nn.transformer import TransformerStack
@@ -70,14 +71,19 @@ class TransformerLM(nn.Module):
         if isinstance(self.positions, LearnedPositions):
             nn.init.normal_(self.positions.embedding.weight, mean=0.0, std=0.02)
 
-    def features(self, x: Tensor, causal: bool = True, key_padding_mask: Tensor | None = None) -> Tensor:
-        """x (B, T) ids or (B, T, F) features -> states (B, T, C); `key_padding_mask` (B, T), True = padding."""
+    def features(self, x: Tensor, causal: bool = True, key_padding_mask: Tensor | None = None,
+                 cache: list[dict] | None = None) -> Tensor:
+        """x (B, T) ids or (B, T, F) features -> states (B, T, C); `key_padding_mask` (B, T), True = padding.
+        With `cache` (`new_cache()`, `seqbench.nn.kv_cache`) x holds only the tokens after those read."""
         T = x.size(1)
-        h = self.embedding(x) * math.sqrt(self.d_model) + self.positions(T)  # (B, T, C) + (T, C)
-        return self.stack(self.drop(h), causal=causal, key_padding_mask=key_padding_mask)  # (B, T, C)
+        h = self.embedding(x) * math.sqrt(self.d_model) + self.positions(T, past_length(cache))  # (B, T, C) + (T, C)
+        return self.stack(self.drop(h), causal=causal, key_padding_mask=key_padding_mask, cache=cache)  # (B, T, C)
 
-    def forward(self, tokens: Tensor) -> Tensor:
-        return self.head(self.features(tokens, causal=True))  # (B, T, V)
+    def forward(self, tokens: Tensor, cache: list[dict] | None = None) -> Tensor:
+        return self.head(self.features(tokens, causal=True, cache=cache))  # (B, T, V)
+
+    def new_cache(self) -> list[dict]:
+        return new_cache(self.n_layer)
 
     def last_logits(self, tokens: Tensor) -> Tensor:
         """tokens (B, T) -> logits (B, V) of the token after them (the head on the last state only)."""
@@ -94,14 +100,27 @@ class TransformerLM(nn.Module):
 
 @torch.no_grad()
 def generate_windowed(net: nn.Module, prompt: Tensor, max_new_tokens: int, context: int,
-                      temperature: float = 1.0, top_k: int | None = None) -> Tensor:
+                      temperature: float = 1.0, top_k: int | None = None, use_cache: bool = True) -> Tensor:
     """Sample from a fixed-context LM: prompt (B, T) -> (B, T + max_new_tokens).
 
-    Each step re-reads the last `context` tokens (no key/value cache: simple, and cheap at the sizes
-    sampled here), so a prompt or a sample longer than the context slides along, as in nanoGPT.
+    Each new token reads the last `context` tokens, so a prompt or a sample longer than the context
+    slides along, as in nanoGPT. With `use_cache` (`net(tokens, cache)`, `net.new_cache()`) a step
+    reads only its new token and the keys and values kept from the earlier ones, while the sequence
+    fits in the context. Once the window slides, every kept token's absolute position (learned or
+    sinusoidal) shifts by one and its keys and values change, so from then on each step re-reads the
+    whole window, exactly as without the cache: the tokens are the same either way.
+
+        tokens      p p p s s s s s s               context = 6
+        step reads  [p p p]                        the prompt, filling the cache
+                          [s]   [s]   [s]          one token each, positions 3, 4, 5
+                      [p p s s s s]                  window full: re-read at positions 0..5
     """
-    tokens = prompt
+    tokens, cache = prompt, None
     for _ in range(max_new_tokens):
-        logits = net(tokens[:, -context:])  # (B, <=context, V)
+        if use_cache and cache is not None and past_length(cache) < context:
+            logits = net(tokens[:, -1:], cache=cache)  # (B, 1, V): the new token only
+        else:
+            cache = net.new_cache() if use_cache else None
+            logits = net(tokens[:, -context:], cache=cache)  # (B, <=context, V)
         tokens = torch.cat([tokens, sample_next(logits[:, -1], temperature, top_k)], dim=1)  # (B, T + 1)
     return tokens

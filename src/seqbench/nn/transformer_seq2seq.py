@@ -13,6 +13,9 @@ causal mask a real target position never reads a padding key and needs no target
 `cross_attention_weights` recomputes, for every decoder layer, the softmax(QKᵀ/√d_k) that the
 cross-attention used (B, heads, T, S): the alignment pictures read it. It hooks the inputs of each
 cross-attention module, so the fast SDPA path stays as it is.
+
+Decoding reads one token per step and keeps the decoder's keys and values (`decode(..., cache)`,
+`seqbench.nn.kv_cache`); with a cache the new tokens' positions continue from the cached length.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ import torch
 from torch import Tensor, nn
 
 from seqbench.nn.attention import AttentionImpl, MultiHeadAttention, attention_mask
+from seqbench.nn.kv_cache import past_length
 from seqbench.nn.positions import LearnedPositions, SinusoidalPositions
 from seqbench.nn.transformer import TransformerStack
 
@@ -68,17 +72,21 @@ class TransformerSeq2Seq(nn.Module):
         for table in {id(t): t for t in (self.src_embed, self.tgt_embed, self.head)}.values():
             nn.init.normal_(table.weight, mean=0.0, std=self.d_model**-0.5)
 
-    def embed(self, table: nn.Embedding, ids: Tensor) -> Tensor:
-        return self.drop(table(ids) * math.sqrt(self.d_model) + self.positions(ids.size(1)))  # (B, T, C)
+    def embed(self, table: nn.Embedding, ids: Tensor, offset: int = 0) -> Tensor:
+        """ids (B, T) at positions offset .. offset + T - 1 -> (B, T, C)."""
+        return self.drop(table(ids) * math.sqrt(self.d_model) + self.positions(ids.size(1), offset))
 
     def encode(self, src: Tensor, lengths: Tensor) -> dict[str, Tensor]:
         padding = torch.arange(src.size(1), device=src.device)[None, :] >= lengths[:, None]  # (B, S) True = pad
         memory = self.encoder(self.embed(self.src_embed, src), key_padding_mask=padding)  # (B, S, C)
         return {"memory": memory, "padding": padding}
 
-    def decode(self, memory: dict[str, Tensor], tgt_in: Tensor) -> Tensor:
-        y = self.decoder(self.embed(self.tgt_embed, tgt_in), memory["memory"], causal=True,
-                         memory_padding_mask=memory["padding"])  # (B, T, C)
+    def decode(self, memory: dict[str, Tensor], tgt_in: Tensor, cache: list[dict] | None = None) -> Tensor:
+        """tgt_in (B, T) -> logits (B, T, V). With `cache` (`seqbench.nn.kv_cache`), tgt_in holds only the
+        tokens after those already read into it, and their keys and values are added to it."""
+        x = self.embed(self.tgt_embed, tgt_in, past_length(cache))
+        y = self.decoder(x, memory["memory"], causal=True, memory_padding_mask=memory["padding"],
+                         cache=cache)  # (B, T, C)
         return self.head(y)  # (B, T, V)
 
     def forward(self, src: Tensor, lengths: Tensor, tgt_in: Tensor) -> Tensor:

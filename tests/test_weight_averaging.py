@@ -38,6 +38,15 @@ def test_the_tested_checkpoint_holds_the_weights_that_were_validated(cfg_factory
         model.load_state_dict(state)
         return make_trainer(plain).validate(model, datamodule=datamodule, verbose=False)[0]["val/loss"]
 
+    def test_loss(state: dict) -> float:
+        plain = cfg_factory([*EMA_RUN, "~callbacks.weights_ema"])
+        datamodule, model = build(plain)
+        model.load_state_dict(state)
+        return make_trainer(plain).test(model, datamodule=datamodule, verbose=False)[0]["test/loss"]
+
     on_disk = json.loads((tmp_path / "metrics.json").read_text())
     assert val_loss(average) == pytest.approx(on_disk["val/loss_best"], rel=1e-5)
     assert val_loss(raw) != pytest.approx(on_disk["val/loss_best"], rel=1e-3)
+    # and the test scores that same average (Lightning's own callback put the raw weights back first)
+    assert test_loss(average) == pytest.approx(on_disk["test/loss"], rel=1e-5)
+    assert test_loss(raw) != pytest.approx(on_disk["test/loss"], rel=1e-3)

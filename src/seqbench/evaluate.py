@@ -32,7 +32,8 @@ def run_config(cfg: DictConfig) -> DictConfig:
         raise ConfigError(f"{saved} not found: pass run_dir=<the run directory that wrote {cfg.ckpt_path}>.")
     run_cfg = OmegaConf.load(saved)
     run_cfg.paths = cfg.paths  # resolve paths (data dir, outputs) on this machine, not the old one
-    run_cfg.data = OmegaConf.merge(run_cfg.data, cfg.get("data") or {})
+    given = {k: v for k, v in OmegaConf.to_container(cfg.get("data") or {}, resolve=False).items() if v is not None}
+    run_cfg.data = OmegaConf.merge(run_cfg.data, given)
     run_cfg.trainer = cfg.trainer
     return run_cfg
 

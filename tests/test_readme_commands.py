@@ -208,3 +208,27 @@ def test_gradient_flow_runs_with_its_smallest_arguments(tmp_path):
 
     result = gradient_flow.main(["--T", "12", "--n", "2", "--out", str(tmp_path), "--wandb", "disabled"])
     assert result and any(tmp_path.glob("*.png"))
+
+
+@pytest.mark.slow
+@pytest.mark.corpus("ptb")
+def test_pipeline_speed_runs_with_its_smallest_arguments(tmp_path, capsys):
+    from seqbench.analysis import pipeline_speed
+
+    pipeline_speed.main(["--batches", "5", "--repeats", "1", "--out", str(tmp_path / "ps.csv")])
+    table = capsys.readouterr().out
+    rows = {line.split("|")[1].strip(): line for line in table.splitlines() if line.startswith("| ")}
+    assert {"bare", "seqbench"} <= set(rows), table  # both loops timed, the ratio printed
+    assert (tmp_path / "ps.csv").read_text().count("\n") >= 3
+
+
+def test_every_readme_module_line_is_run_by_a_test():
+    """A `python -m seqbench...` line of the README names a command some test runs with real arguments
+    (its `main` or its module path), not only its --help."""
+    tests = {p.name: p.read_text() for p in (ROOT / "tests").glob("test_*.py")}
+    for line in MODULE_LINES:
+        module = shlex.split(PLACEHOLDER.sub("x", line))[2]
+        name = module.rsplit(".", 1)[-1]
+        runners = [n for n, text in tests.items() if re.search(rf"\b{name}\.(main|run)\(", text) or
+                   (module in text and n != "test_readme_commands.py")]
+        assert runners, f"`{line}`: no test runs {module}"

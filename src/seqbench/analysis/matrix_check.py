@@ -119,6 +119,15 @@ def _unigram_ppl(train: list[int], test: list[int]) -> float:
     return math.exp(nll)
 
 
+def verdict(value: float | None, base: float | None, higher: bool) -> str:
+    """Whether a pair's test metric beats its task's trivial baseline (higher or lower is better)."""
+    if value is None:
+        return "failed"
+    if base is None:
+        return "no baseline"
+    return "beats baseline" if (value > base if higher else value < base) else "NOT better than baseline"
+
+
 def run_pair(model: str, data: str, extra: tuple[str, ...], budget_s: int, out: Path, data_dir: Path,
              threads: int | None) -> dict:
     name = run_name(model, data, extra)
@@ -175,13 +184,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
         value = metrics.get(name)
         row.update(result=value, recipe=metrics.get("recipe"), tokens=metrics.get("curve/tokens"),
                    error=metrics.get("error"), command_s=round(metrics["command_s"], 1))
-        if value is None:
-            row["verdict"] = "failed"
-        elif row["baseline"] is None:
-            row["verdict"] = "no baseline"
-        else:
-            row["verdict"] = "above baseline" if (value > row["baseline"]) == higher and value != row["baseline"] \
-                else "NOT above baseline"
+        row["verdict"] = verdict(value, row["baseline"], higher)
         rows.append(row)
         print(row, flush=True)
         _write(rows, args.out)

@@ -1,0 +1,43 @@
+"""`python -m seqbench.analysis.matrix_check`: a pair as a user types it, under a wall-clock budget,
+set beside its task's trivial baseline."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from seqbench.analysis import matrix_check
+
+
+@pytest.mark.parametrize("value, base, higher, expected", [
+    (0.8, 0.5, True, "beats baseline"), (0.5, 0.5, True, "NOT better than baseline"),
+    (0.4, 0.5, True, "NOT better than baseline"), (0.01, 1 / 6, False, "beats baseline"),
+    (0.17, 1 / 6, False, "NOT better than baseline"), (None, 0.5, True, "failed"), (0.3, None, True, "no baseline"),
+])
+def test_the_verdict_reads_the_metric_in_its_direction(value, base, higher, expected):
+    assert matrix_check.verdict(value, base, higher) == expected
+
+
+def test_pairs_take_the_readme_overrides():
+    assert matrix_check.parse_pair("lstm:multi30k model.attention=bahdanau") == \
+        ("lstm", "multi30k", ("model.attention=bahdanau",))
+    assert matrix_check.metric_of("copy", "tagging") == ("test/loss", False)  # the copy probe's loss vs log 8
+    assert matrix_check.metric_of("sst2", "classification") == ("test/acc", True)
+    with pytest.raises(SystemExit, match="model:data"):
+        matrix_check.parse_pair("lstm")
+
+
+def test_the_unigram_baseline_is_the_perplexity_of_training_counts():
+    # train: a a b (counts 2, 1 of vocabulary 2); add-one: p(a) = 3/5, p(b) = 2/5; test "a b"
+    assert matrix_check._unigram_ppl([0, 0, 1], [0, 1]) == pytest.approx(math.exp(-(math.log(0.6) + math.log(0.4)) / 2))
+
+
+@pytest.mark.corpus("sst2")
+def test_a_pair_runs_as_typed_and_is_judged_against_the_majority_class(tmp_path):
+    rows = matrix_check.main(["--pairs", "gru:sst2", "--budget", "3", "--out", str(tmp_path)])
+    (row,) = rows
+    assert row["metric"] == "test/acc" and row["recipe"] == "classification/gru"
+    assert 0.45 < row["baseline"] < 0.55  # SST-2's test split is balanced
+    assert row["result"] is not None and row["verdict"] in ("beats baseline", "NOT better than baseline")
+    assert "`model=gru data=sst2`" in (tmp_path / "matrix_check.md").read_text()

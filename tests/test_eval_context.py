@@ -38,3 +38,22 @@ def test_a_run_records_the_context_of_a_scored_token(model, cfg_factory):
     else:
         assert context == {"eval/column_tokens": 82430 // 10}  # PTB test, 10 columns
         assert scored_context(context).startswith("all before it")
+
+
+def test_eval_rescores_a_checkpoint_with_another_stride_as_the_readme_says(tmp_path):
+    """`src/eval.py ... data.eval_stride=64` (no `+`): the eval config names the data keys a user
+    overrides, null keeping the run's value; the Shakespeare page re-scores with exactly this line."""
+    from conftest import run_cli
+    import json
+
+    train = run_cli(["model=gpt", "data=shakespeare_char", "model.n_layer=1", "model.d_model=16", "model.n_head=2",
+                     "model.context=16", "trainer.max_steps=2", "trainer.limit_val_batches=2", "test=false",
+                     "logger=csv", f"hydra.run.dir={tmp_path / 'run'}"], tmp_path)
+    assert train.returncode == 0, train.stderr[-2000:]
+    ckpt = tmp_path / "run" / "checkpoints" / "last.ckpt"
+    for stride in (16, 8):
+        out = run_cli([f"ckpt_path={ckpt}", "split=valid", f"data.eval_stride={stride}", "data.eval_batch_size=64",
+                       f"hydra.run.dir={tmp_path / str(stride)}"], tmp_path, script="eval.py")
+        assert out.returncode == 0, out.stderr[-2000:]
+    loss = {s: json.loads((tmp_path / str(s) / "eval_metrics.json").read_text())["val/loss"] for s in (16, 8)}
+    assert loss[8] != loss[16]  # the stride reached the data module: other windows, another loss

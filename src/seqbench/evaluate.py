@@ -9,6 +9,7 @@ uses the `trainer` group of this command, so `trainer=ddp_cpu` evaluates with tw
 from __future__ import annotations
 
 import logging
+import sys
 from pathlib import Path
 
 import hydra
@@ -46,8 +47,9 @@ def evaluate(cfg: DictConfig, output_dir: Path) -> dict:
     datamodule, model = build(run_cfg)
     state = load_checkpoint(cfg.ckpt_path, f"ckpt_path={cfg.ckpt_path}")
     model.load_state_dict(state["state_dict"])
+    bar = cfg.trainer.get("enable_progress_bar", True) and sys.stdout.isatty()  # as in training: not into a file
     trainer: L.Trainer = hydra.utils.instantiate(cfg.trainer, logger=False, enable_checkpointing=False,
-                                                 default_root_dir=str(output_dir))
+                                                 default_root_dir=str(output_dir), enable_progress_bar=bar)
     run = trainer.validate if cfg.split == "valid" else trainer.test
     results = run(model, datamodule=datamodule, verbose=True)
     metrics = dict(results[0]) if results else {}

@@ -12,8 +12,9 @@ Each pair runs as a user would type it — `python src/train.py model=X data=Y` 
 wall-clock budget (`trainer.max_time`), 20 validation and 20 test batches — and its test metric is set
 beside the task's trivial baseline, computed from the same corpus: the majority class (classification,
 images), the training unigram's perplexity (language models), an all-`O` tagger (entity F1 0), the
-probes' own baselines (copy: log 8 and 1/8; adding: 1/6; recall: 1/8), BLEU 0 for translation, chance
-for next-sentence prediction. Corpora without an offline copy (WikiText-2, CIFAR-10) are skipped unless
+probes' own baselines (copy: log 8 and 1/8; adding: 1/6; recall: 1/8), BLEU 0 for translation, a
+uniform guess over the target vocabulary for span corruption's perplexity, chance for next-sentence
+prediction. Corpora without an offline copy (WikiText-2, CIFAR-10) are skipped unless
 `$SEQBENCH_DATA_DIR` holds them. Writes `matrix_check.csv` and `matrix_check.md` to `--out`.
 """
 
@@ -88,7 +89,9 @@ def baseline(data: str, task: str, data_dir: Path, cache: dict) -> float | None:
     dm = instantiate(cfg.data, "data")
     dm.prepare_data()
     dm.setup("fit")
-    if task == "lm":
+    if data == SPAN:  # span corruption's targets: a uniform guess over the target vocabulary
+        value = float(dm.spec.tgt_vocab_size)
+    elif task == "lm":
         value = _unigram_ppl(dm.streams["train"].tolist(), dm.streams["test"].tolist())
     elif task == "image":
         labels = dm.splits["test"].labels.tolist()

@@ -8,7 +8,7 @@ class FakeTranslationData(L.LightningDataModule):
     task = "translation"
 
     def __init__(self, data_dir: str = "", batch_size: int = 1, eval_batch_size: int = 1, bptt: int = 1,
-                 download: bool = True, eval_stride: int | None = None, seed: int = 0):
+                 download: bool = True, eval_stride: int | None = None, seed: int = 0, variable_bptt: bool = False):
         super().__init__()
 
 

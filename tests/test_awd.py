@@ -120,6 +120,31 @@ def test_the_nonmonotone_trigger_fires_exactly_on_its_criterion():
     assert restored.averaging and restored.history == pytest.approx(losses)
 
 
+def test_a_budgeted_run_switches_at_the_latest_fraction_when_the_criterion_never_fires(monkeypatch):
+    from lightning.pytorch.callbacks import Timer
+
+    def checks(cb, trainer_kw, steps):
+        switched = []
+        for step, loss in zip(steps, range(20, 0, -1)):  # validation always improves: no trigger
+            trainer = SimpleNamespace(sanity_checking=False, callback_metrics={"val/loss": torch.tensor(float(loss))},
+                                      global_step=step, **trainer_kw)
+            cb.on_validation_end(trainer, None)
+            switched.append(cb.averaging)
+        return switched
+
+    assert not any(checks(NTASGD(nonmono=2), {"callbacks": [], "max_steps": 10}, range(0, 20, 2)))
+    by_steps = NTASGD(nonmono=2, latest=0.5)
+    assert checks(by_steps, {"callbacks": [], "max_steps": 10}, range(0, 10)) == [False] * 5 + [True] * 5
+    assert by_steps.switched_at == 5
+    timer = Timer(duration="00:00:10:00")  # 600 s; the elapsed time is what a resumed Timer restores
+    elapsed = iter([100.0, 300.0, 359.0, 361.0, 500.0])
+    monkeypatch.setattr(timer, "time_elapsed", lambda stage="train": next(elapsed))
+    by_time = NTASGD(nonmono=2, latest=0.6)
+    assert checks(by_time, {"callbacks": [timer], "max_steps": -1}, range(5)) == [False, False, False, True, True]
+    with pytest.raises(ValueError, match="fraction"):
+        NTASGD(latest=1.5)
+
+
 AWD_TINY = ["experiment=ptb_awd_cpu", "model.embedding_size=16", "model.hidden_size=24", "data.batch_size=8",
             "data.bptt=10", "trainer.max_epochs=2", "trainer.limit_train_batches=12", "trainer.limit_val_batches=3",
             "trainer.limit_test_batches=3", "trainer.val_check_interval=4", "trainer.max_time=null",

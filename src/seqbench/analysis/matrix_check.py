@@ -38,10 +38,13 @@ from seqbench.entry import PROJECT_ROOT
 # (metric reported, higher is better) per data config
 METRIC = {"lm": ("test/ppl", False), "classification": ("test/acc", True), "image": ("test/acc", True),
           "tagging": ("test/f1", True), "regression": ("test/mse", False), "translation": ("test/bleu", True),
-          "mlm": ("test/nsp_acc", True)}
+          "mlm": ("test/mlm_loss", False)}
 PROBE_METRIC = {"copy": ("test/loss", False), "adding": ("test/mse", False), "recall": ("test/acc", True)}
 PROBE_BASELINE = {"copy": math.log(8), "adding": 1 / 6, "recall": 1 / 8}
-FIXED = {"translation": 0.0, "mlm": 0.5, "tagging": 0.0}  # BLEU, NSP chance, entity F1 of an all-O tagger
+FIXED = {"translation": 0.0, "tagging": 0.0}  # BLEU, entity F1 of an all-O tagger
+# BERT pre-training is judged by its masked-LM loss against the training unigram's cross-entropy on the
+# test pieces (what a model that ignores the context can reach). NSP is reported beside it, not judged:
+# it is the secondary objective, learned late at small scale, and RoBERTa (Liu et al. 2019) drops it.
 SPAN = "multi30k_span"  # translation-shaped, but scored by the spans' perplexity
 USER_TEXT = ["data.train_file={d}/ptb/ptb.train.txt", "data.valid_file={d}/ptb/ptb.valid.txt",
              "data.test_file={d}/ptb/ptb.test.txt"]  # data=text needs files: PTB's, as a user would pass them
@@ -93,6 +96,10 @@ def baseline(data: str, task: str, data_dir: Path, cache: dict) -> float | None:
         value = float(dm.spec.tgt_vocab_size)
     elif task == "lm":
         value = _unigram_ppl(dm.streams["train"].tolist(), dm.streams["test"].tolist())
+    elif task == "mlm":
+        special = {dm.spec.pad_id, *(dm.spec.extras[k] for k in ("cls_id", "sep_id", "mask_id"))}
+        pieces = {split: [t for ids, _, _ in dm.pairs[split] for t in ids if t not in special] for split in ("train", "test")}
+        value = math.log(_unigram_ppl(pieces["train"], pieces["test"]))
     elif task == "image":
         labels = dm.splits["test"].labels.tolist()
         value = Counter(labels).most_common(1)[0][1] / len(labels)

@@ -174,3 +174,44 @@ def test_the_averaged_weights_are_validated_checkpointed_and_tested(cfg_factory,
     assert evaluate(average, "val") == pytest.approx(on_disk["val/loss_best"], rel=1e-5)
     assert evaluate(raw, "val") != pytest.approx(on_disk["val/loss_best"], rel=1e-4)
     assert evaluate(average, "test") == pytest.approx(on_disk["test/loss"], rel=1e-5)
+
+
+def test_every_variable_bptt_epoch_starts_at_window_0_and_only_a_checkpoint_moves_the_start(tmp_path):
+    # Regression: the loader rebuilt each epoch used to start at the previous epoch's window count, so an
+    # epoch whose random lengths gave more windows than the last trained only the surplus few.
+    from seqbench.data.text import TextDataModule
+
+    words = " ".join(f"w{i % 50}" for i in range(4000))
+    for name in ("train", "valid"):
+        (tmp_path / f"{name}.txt").write_text(words + "\n")
+    dm = TextDataModule(str(tmp_path), train_file=str(tmp_path / "train.txt"), valid_file=str(tmp_path / "valid.txt"),
+                        batch_size=4, bptt=10, variable_bptt=True, seed=0)
+    dm.trainer = SimpleNamespace(current_epoch=0, reload_dataloaders_every_n_epochs=1, global_rank=0, world_size=1,
+                                 training=True, lightning_module=None)
+    dm.setup("fit")
+
+    def first_windows(n_epochs: int) -> list[tuple[int, int, int]]:
+        seen = []
+        for epoch in range(n_epochs):
+            dm.trainer.current_epoch = epoch
+            loader = dm.train_dataloader()
+            windows = [dm.on_before_batch_transfer(b, 0)["window"] for b in loader]
+            seen.append((windows[0], len(windows), len(loader.dataset.windows())))
+        return seen
+
+    epochs = first_windows(6)
+    assert {n for _, _, n in epochs} != {epochs[0][2]}  # the lengths do vary between epochs
+    assert all(first == 0 and trained == total for first, trained, total in epochs)
+    # a checkpoint taken after 3 windows of epoch 6 resumes at window 3 of epoch 6 ...
+    dm.trainer.current_epoch = 6
+    for batch, _ in zip(dm.train_dataloader(), range(3)):
+        dm.on_before_batch_transfer(batch, 0)
+    state = dm.state_dict()
+    assert state == {"train_next_window": 3, "train_epoch": 6}
+    dm.load_state_dict(state)
+    assert next(iter(dm.train_dataloader()))["window"] == 3
+    assert next(iter(dm.train_dataloader()))["window"] == 0  # ... once: the next reload starts the epoch over
+    # ... and one saved at the end of epoch 6 starts the resumed epoch 7 at its first window
+    dm.load_state_dict({"train_next_window": 2, "train_epoch": 6})
+    dm.trainer.current_epoch = 7
+    assert next(iter(dm.train_dataloader()))["window"] == 0

@@ -79,6 +79,8 @@ class LanguageModelDataModule(L.LightningDataModule):
         self.vocab: Vocab | None = None
         self.streams: dict[str, torch.Tensor] = {}
         self._train_next_window = 0  # saved in checkpoints: where a resumed epoch continues
+        self._train_epoch: int | None = None  # the epoch that window belongs to
+        self._resume_at: tuple[int | None, int] | None = None  # (epoch, window) from a loaded checkpoint
 
     # -- what a corpus provides -------------------------------------------------------------
     @property
@@ -183,7 +185,13 @@ class LanguageModelDataModule(L.LightningDataModule):
         return DataLoader(dataset, batch_size=None, generator=torch.Generator().manual_seed(0))
 
     def train_dataloader(self) -> DataLoader:
-        start, self._train_next_window = self._train_next_window, 0
+        # Only a checkpoint's offset moves the start, and only in the epoch it was saved in: an ordinary
+        # reload (variable BPTT rebuilds the loader every epoch) starts at window 0. Carrying the last
+        # epoch's count over instead made variable-BPTT epochs that came out longer than the one
+        # before train only their last few windows (found in experiment=ptb_awd_cpu, 2026-11-25).
+        (epoch, start), self._resume_at = self._resume_at or (None, 0), None
+        if epoch is not None and self.trainer is not None and epoch != self.trainer.current_epoch:
+            start = 0  # saved at the end of an epoch: the resumed run begins the next one
         return self._loader("train", self.batch_size, start)
 
     def val_dataloader(self) -> DataLoader:
@@ -226,13 +234,17 @@ class LanguageModelDataModule(L.LightningDataModule):
     def on_before_batch_transfer(self, batch, dataloader_idx: int):
         if self.trainer is not None and self.trainer.training and isinstance(batch, dict) and "window" in batch:
             self._train_next_window = batch["window"] + 1
+            self._train_epoch = self.trainer.current_epoch
         return batch
 
     def state_dict(self) -> dict:
-        return {"train_next_window": self._train_next_window}
+        return {"train_next_window": self._train_next_window, "train_epoch": self._train_epoch}
 
     def load_state_dict(self, state_dict: dict) -> None:
+        epoch = state_dict.get("train_epoch")  # absent in older checkpoints: the offset alone, as before
         self._train_next_window = int(state_dict.get("train_next_window", 0))
+        self._train_epoch = None if epoch is None else int(epoch)
+        self._resume_at = (self._train_epoch, self._train_next_window)
 
 
 class LMTokenizer:

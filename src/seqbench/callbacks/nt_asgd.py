@@ -49,8 +49,7 @@ def budget_fraction(trainer: L.Trainer) -> float:
     if trainer.max_steps and trainer.max_steps > 0:
         return trainer.global_step / trainer.max_steps
     if trainer.max_epochs and trainer.max_epochs > 0:
-        return (trainer.current_epoch + trainer.fit_loop.epoch_loop.batch_progress.current.ready
-                / max(1, trainer.num_training_batches)) / trainer.max_epochs
+        return trainer.current_epoch / trainer.max_epochs
     return 0.0
 
 

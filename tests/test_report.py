@@ -53,6 +53,22 @@ def test_table_summarises_seeds_and_reads_time_to_target(tmp_path):
         assert (tmp_path / "out" / name).read_bytes()[:4] == b"\x89PNG"
 
 
+def test_a_frontier_sweep_gets_a_row_per_size_and_budget_not_one_mean_over_them(tmp_path):
+    sweep = tmp_path / "sweep"
+    for num, (params, budget, seed, best) in enumerate([(50_000, 1e11, 1, 12.0), (50_000, 1e11, 2, 14.0),
+                                                         (800_000, 1e13, 1, 4.0)]):
+        _job(sweep, num, "lstm", seed, [(10, 30.0), (20, best)], best)
+        metrics = json.loads((sweep / str(num) / "metrics.json").read_text())
+        metrics.update({"params_non_embedding": params, "budget/flops": budget})
+        (sweep / str(num) / "metrics.json").write_text(json.dumps(metrics))
+    result = report.write_report(report.read_local([sweep]), tmp_path / "out")
+    rows = {line.split("|")[1].strip(): [c.strip() for c in line.split("|")[1:-1]]
+            for line in result["table"].splitlines()[2:]}
+    assert list(rows) == ["lstm 0.8M @ 1e+13", "lstm 0.05M @ 1e+11"]  # not one "lstm" row averaging 4 with 12-14
+    assert rows["lstm 0.05M @ 1e+11"][1] == "2" and rows["lstm 0.05M @ 1e+11"][5] == f"13.0 ± {math.sqrt(2):.1f}"
+    assert rows["lstm 0.8M @ 1e+13"][1] == "1" and rows["lstm 0.8M @ 1e+13"][5] == "4.0"
+
+
 def test_a_target_no_run_reaches_says_so(tmp_path):
     _job(tmp_path / "s", 0, "rnn", 1, [(10, 300)], 290)
     result = report.write_report(report.read_local([tmp_path / "s"]), tmp_path / "out", target=100.0)

@@ -8,7 +8,8 @@ Every job directory of a sweep holds `metrics.json` (final numbers, parameter co
 memory), `csv/metrics.csv` (the history: `val/ppl` with `curve/tokens` and `curve/train_time_s` at
 each validation, from `seqbench.callbacks.LearningCurve`) and `.hydra/` (which model/family it was).
 Runs are grouped by family (`family=` preset, else `model=`), and seeds of a family are summarised
-as mean ± sample standard deviation. A failed job appears in the page with its error.
+as mean ± sample standard deviation; where a family's runs differ in size or FLOPs budget (a frontier
+sweep) the table gives each of those configurations its own row. A failed job appears in the page with its error.
 
 The table's validation perplexity is that of the best checkpoint (the lowest `val/ppl` of the
 history, the one `test/ppl` was measured on). "Time to target" is the training time (validation
@@ -158,6 +159,25 @@ def families(runs: list[Run]) -> dict[str, list[Run]]:
     return out
 
 
+def configurations(runs: list[Run]) -> dict[str, list[Run]]:
+    """The table's rows: a family's runs, split by size and budget where they differ. A frontier sweep
+    trains every family at several sizes to several FLOPs budgets; one mean ± sd over all of them
+    would mix a 50k-parameter 1e11 run with a 0.8M 1e13 one and mean nothing, so each (non-embedding
+    parameters, budget) of a family is its own row ("lstm 0.2M @ 1e+12") and only its seeds are
+    summarised. A family at one size and budget keeps its plain name."""
+    out: dict[str, list[Run]] = {}
+    for family, rs in families(runs).items():
+        keys = {(r.metrics.get("params_non_embedding"), r.metrics.get("budget/flops")) for r in rs}
+        for r in rs:
+            if len(keys) == 1:
+                out.setdefault(family, []).append(r)
+                continue
+            params, budget = r.metrics.get("params_non_embedding"), r.metrics.get("budget/flops")
+            name = family + (f" {params / 1e6:.2g}M" if params else "") + (f" @ {budget:.0e}" if budget else "")
+            out.setdefault(name, []).append(r)
+    return out
+
+
 def default_target(groups: dict[str, list[Run]]) -> float | None:
     """The worst family's best mean perplexity: the lowest target every family reaches."""
     bests = [mean_std([r.best_val_ppl() for r in rs])[0] for rs in groups.values()]
@@ -260,9 +280,10 @@ def write_report(runs: list[Run], out: Path, target: float | None = None, title:
                  budgets: list[float] | None = None) -> dict:
     """Write report.md, runs.csv and the PNGs into `out`; returns their paths and the table."""
     out.mkdir(parents=True, exist_ok=True)
-    groups = families(runs)
-    target = target if target is not None else default_target(groups)
-    text = table(groups, target)
+    groups = families(runs)  # the plots: one colour per family
+    rows = configurations(runs)  # the table: one row per family, or per size and budget of it
+    target = target if target is not None else default_target(rows)
+    text = table(rows, target)
     pngs = {
         "ppl_vs_train_time": plot_curves(groups, "curve/train_time_s", "training time (s)", out / "ppl_vs_time.png"),
         "ppl_vs_tokens": plot_curves(groups, "curve/tokens", "training tokens seen", out / "ppl_vs_tokens.png"),

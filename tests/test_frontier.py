@@ -67,6 +67,21 @@ def test_table_names_the_winner_per_budget_and_the_crossover(tmp_path):
         assert (tmp_path / "out" / name).read_bytes()[:4] == b"\x89PNG" and name in page
 
 
+def test_the_time_table_reads_the_frontier_at_seconds_of_training(tmp_path):
+    # _job writes train_time_s = flops / 1e9: lstm's 1e12 configuration validates at 500 s and 1,000 s,
+    # gpt's 0.1M one at 1,000 s ... 100,000 s
+    runs = report.read_local([_sweep(tmp_path)])
+    result = report.write_report(runs, tmp_path / "out", time_budgets=[1000, 20_000])
+    rows = result["frontier"]["time_rows"]
+    assert [(b, w) for b, _, w in rows] == [(1000, "lstm"), (20_000, "gpt")]
+    assert rows[1][1]["gpt"][0] == pytest.approx(1.6) and rows[1][1]["lstm"][0] == pytest.approx(1.7)
+    assert "| 1,000 | " in result["frontier"]["time_table"]
+    assert "gpt overtakes lstm at ≈ 10,000 s of training" in result["frontier"]["time_table"]
+    # the default: the decades the runs span, then the longest run's end
+    _, rows, _ = frontier.table(frontier.configs(runs), x="time")
+    assert [b for b, _, _ in rows] == [1000, 10_000, 100_000]
+
+
 def test_one_winner_everywhere_has_no_crossover_and_budgets_can_be_chosen(tmp_path):
     s = tmp_path / "s"
     _job(s, "0", "gru", 10_000, 1e13, [(1e12, 2.0), (1e13, 1.5)])

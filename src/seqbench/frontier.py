@@ -10,11 +10,12 @@ this module when the runs log `train/flops` (`seqbench.callbacks.LearningCurve`)
 - A family's **frontier** (lower envelope) at C FLOPs is the lowest mean validation loss any of its
   configurations reached with at most C training FLOPs — at any validation, of any size or budget
   tier: a run could have been stopped there. It is a non-increasing step function of C.
-- The **table** reads each frontier at the budgets (the runs' `budget.flops` tiers by default), with a
+- The **tables** read each frontier at the budgets (the runs' `budget.flops` tiers by default), with a
   tolerance of `TOLERANCE` above the budget because a run's steps are rounded to whole validation
   intervals (`seqbench.budget`); the winner is the family with the lowest loss; where the winner
   changes between two budgets, the **crossover** is the first validation FLOPs at which the new
-  winner's frontier is below the old one's.
+  winner's frontier is below the old one's. A second table does the same over training time (the
+  `curve/train_time_s` of each validation, seeds averaged), at decades of seconds (`--time-budgets`).
 """
 
 from __future__ import annotations
@@ -97,16 +98,21 @@ def by_family(cfgs: list[Config]) -> dict[str, list[Config]]:
     return out
 
 
-def default_budgets(cfgs: list[Config]) -> list[float]:
-    """The budget tiers the runs were trained to, else decades below the largest count reached."""
-    tiers = sorted({c.budget for c in cfgs if c.budget})
-    if tiers:
-        return tiers
-    flops = [p["flops"] for c in cfgs for p in c.points]
-    if not flops:
+def decades(cfgs: list[Config], x: str = "flops") -> list[float]:
+    """The powers of ten between the smallest and the largest x any validation reached, and that largest
+    x itself: where a table over x reads the frontiers."""
+    values = [p[x] for c in cfgs for p in c.points if p.get(x)]
+    if not values:
         return []
-    top, low = math.floor(math.log10(max(flops))), math.log10(min(flops))
-    return [10.0**k for k in range(top, math.floor(low) - 1, -1) if k >= low][::-1]
+    top, low = math.floor(math.log10(max(values))), math.log10(min(values))
+    out = [10.0**k for k in range(math.ceil(low), top + 1)]
+    return out + ([max(values)] if not out or max(values) > out[-1] * (1 + TOLERANCE) else [])
+
+
+def default_budgets(cfgs: list[Config]) -> list[float]:
+    """The budget tiers the runs were trained to, else decades up to the largest count reached."""
+    tiers = sorted({c.budget for c in cfgs if c.budget})
+    return tiers or decades(cfgs, "flops")
 
 
 def winners(envs: dict[str, list[tuple]], budgets: list[float]) -> list[tuple[float, dict[str, tuple], str | None]]:
@@ -141,21 +147,32 @@ def _cell(result: tuple | None) -> str:
     return f"{loss:.3f}{sd} ({size}, n={point['n']})"
 
 
-def table(cfgs: list[Config], budgets: list[float] | None = None) -> tuple[str, list, list]:
-    """Markdown: per budget each family's best validation loss (its size, seeds and spread) and the
-    winner; then the crossovers. Returns (text, rows, crossovers)."""
+# x of a table: its column head, how a budget is written, and the unit of a crossover
+def _seconds(v: float) -> str:
+    return f"{v:,.0f}" if v >= 10 else f"{v:.2g}"
+
+
+AXES = {"flops": ("budget (FLOPs)", "{:.1e}".format, lambda v: f"{v:.2e} training FLOPs"),
+        "time": ("training time (s)", _seconds, lambda v: f"{_seconds(v)} s of training (validation excluded)")}
+
+
+def table(cfgs: list[Config], budgets: list[float] | None = None, x: str = "flops") -> tuple[str, list, list]:
+    """Markdown: per budget (of FLOPs, or of training seconds with x="time") each family's best
+    validation loss (its size, seeds and spread) and the winner; then the crossovers. Returns (text,
+    rows, crossovers)."""
+    head, fmt, unit = AXES[x]
     fams = by_family(cfgs)
-    envs = {f: envelope(cs) for f, cs in fams.items()}
-    budgets = budgets or default_budgets(cfgs)
+    envs = {f: envelope(cs, x) for f, cs in fams.items()}
+    budgets = budgets or (default_budgets(cfgs) if x == "flops" else decades(cfgs, x))
     rows = winners(envs, budgets)
     names = sorted(fams)
-    lines = ["| budget (FLOPs) | " + " | ".join(names) + " | winner |", "|---" * (len(names) + 2) + "|"]
+    lines = [f"| {head} | " + " | ".join(names) + " | winner |", "|---" * (len(names) + 2) + "|"]
     for b, best, win in rows:
-        lines.append(f"| {b:.1e} | " + " | ".join(_cell(best.get(f)) for f in names) + f" | {win or '–'} |")
+        lines.append(f"| {fmt(b)} | " + " | ".join(_cell(best.get(f)) for f in names) + f" | {win or '–'} |")
     cross = crossovers(envs, rows)
     lines.append("")
     if cross:
-        lines += [f"Crossover: {new} overtakes {old} at ≈ {at:.2e} training FLOPs." for old, new, at in cross]
+        lines += [f"Crossover: {new} overtakes {old} at ≈ {unit(at)}." for old, new, at in cross]
     elif rows:
         lines.append("No crossover: the same family wins at every budget.")
     lines.append("")
@@ -196,13 +213,19 @@ def plot(cfgs: list[Config], x: str, xlabel: str, path: Path) -> Path:
     return path
 
 
-def section(runs, out: Path, budgets: list[float] | None = None) -> dict | None:
-    """The report's frontier section: its markdown, the two PNGs; None when no run counted FLOPs."""
+def section(runs, out: Path, budgets: list[float] | None = None, time_budgets: list[float] | None = None) -> dict | None:
+    """The report's frontier section: the table over FLOPs budgets and the same over training time
+    (seconds: by default the decades the runs span), the two PNGs; None when no run counted FLOPs."""
     cfgs = configs(runs)
     if not cfgs:
         return None
     text, rows, cross = table(cfgs, budgets)
+    time_text, time_rows, _ = table(cfgs, time_budgets, x="time")
     pngs = {"loss_vs_flops": plot(cfgs, "flops", "training FLOPs", out / "loss_vs_flops.png"),
             "loss_vs_time": plot(cfgs, "time", "training time (s, validation excluded)", out / "loss_vs_time.png")}
-    md = ["## Compute-efficient frontier", "", text, ""] + [f"![{k}]({p.name})" for k, p in pngs.items()]
-    return {"markdown": "\n".join(md), "table": text, "rows": rows, "crossovers": cross, "pngs": pngs}
+    md = ["## Compute-efficient frontier", "", text, "", "![loss_vs_flops](loss_vs_flops.png)", "",
+          "### The same runs against training time", "",
+          "Wall-clock depends on the machine and its load (the runs' `device` and the page say which); "
+          "the FLOPs table does not.", "", time_text, "", "![loss_vs_time](loss_vs_time.png)"]
+    return {"markdown": "\n".join(md), "table": text, "rows": rows, "crossovers": cross, "pngs": pngs,
+            "time_table": time_text, "time_rows": time_rows}

@@ -20,7 +20,8 @@ perplexity against training time and against training tokens seen, one line per 
 family; best validation perplexity against non-embedding parameters. Runs that count their training
 FLOPs (`train/flops`) add the compute-efficient frontier (`seqbench.frontier`, `experiment=frontier`):
 validation loss against FLOPs and against training time, each family's lower envelope in bold, and
-the best loss per family and the winner at each budget (`--budgets`), with the crossover.
+the best loss per family and the winner at each budget (`--budgets`), with the crossover, and the same
+at budgets of training time (`--time-budgets`).
 """
 
 from __future__ import annotations
@@ -277,7 +278,7 @@ def plot_params(groups: dict[str, list[Run]], path: Path) -> Path:
 
 # -- the page -----------------------------------------------------------------------------------
 def write_report(runs: list[Run], out: Path, target: float | None = None, title: str = "Comparison",
-                 budgets: list[float] | None = None) -> dict:
+                 budgets: list[float] | None = None, time_budgets: list[float] | None = None) -> dict:
     """Write report.md, runs.csv and the PNGs into `out`; returns their paths and the table."""
     out.mkdir(parents=True, exist_ok=True)
     groups = families(runs)  # the plots: one colour per family
@@ -292,7 +293,7 @@ def write_report(runs: list[Run], out: Path, target: float | None = None, title:
     failed = [r for r in runs if r.failed]
     lines = [f"# {title}", "", text, ""]
     lines += [f"![{k}]({p.name})" for k, p in pngs.items()]
-    frontier = frontier_section(runs, out, budgets)  # runs that counted train/flops (experiment=frontier)
+    frontier = frontier_section(runs, out, budgets, time_budgets)  # runs that counted train/flops (experiment=frontier)
     if frontier:
         lines += ["", frontier["markdown"]]
         pngs.update(frontier["pngs"])
@@ -337,6 +338,8 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--title", default="Comparison")
     parser.add_argument("--budgets", type=lambda s: [float(b) for b in s.split(",")],
                         help="FLOPs budgets of the frontier table, e.g. 1e12,1e13 (default: the runs' budget.flops)")
+    parser.add_argument("--time-budgets", type=lambda s: [float(b) for b in s.split(",")],
+                        help="training seconds of the frontier's time table, e.g. 10,100,300 (default: decades)")
     parser.add_argument("--wandb-group", help="read the runs of this W&B group instead of directories")
     parser.add_argument("--wandb-project", default="seqbench")
     parser.add_argument("--wandb-entity")
@@ -351,7 +354,7 @@ def main(argv: list[str] | None = None) -> dict:
         out = args.out or args.dirs[0] / "report"
     else:
         parser.error("give multirun directories or --wandb-group")
-    result = write_report(runs, out, args.target_ppl, args.title, args.budgets)
+    result = write_report(runs, out, args.target_ppl, args.title, args.budgets, args.time_budgets)
     print(result["table"])
     if result["frontier"]:
         print("\n" + result["frontier"]["table"])

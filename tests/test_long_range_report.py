@@ -61,7 +61,7 @@ def test_until_solved_sweep_gives_seeds_solved_steps_and_the_largest_T_per_famil
     for num, job in enumerate(jobs):
         _solve_job(sweep, num, *job)
     _solve_job(sweep, 99, "rnn", 200, 1, None, None, status="failed")
-    result = main([str(sweep), "--out", str(tmp_path / "out"), "--title", "adding"])
+    result = main([str(sweep), "--out", str(tmp_path / "out")])
     lines = result["table"].splitlines()
     assert "| family | T = 50 | T = 100 | T = 200 |" in lines
     assert "| lstm | 2/2 in 400; 0.005 (0.004–0.006) | 1/2 in 900; 0.084 (0.008–0.160) | 0/2; 0.160 (0.150–0.170) |" in lines
@@ -73,3 +73,4 @@ def test_until_solved_sweep_gives_seeds_solved_steps_and_the_largest_T_per_famil
     assert "| transformer | 200 | none (solved at every T run) |" in lines
     assert result["solve_png"].stat().st_size > 10000
     assert "long_range_solve.png" in result["report"].read_text()
+    assert result["report"].read_text().startswith("# Long-range probe: test MSE against the gap T")  # adding, not copy

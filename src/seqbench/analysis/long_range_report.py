@@ -266,10 +266,12 @@ def plot_solve(rows: list[dict], path: Path, title: str) -> Path:
     return path
 
 
-def write_report(dirs: list[Path], out: Path, title: str) -> dict:
+def write_report(dirs: list[Path], out: Path, title: str | None = None) -> dict:
     rows = collect(dirs)
     out.mkdir(parents=True, exist_ok=True)
     key, _ = score_key(rows)
+    # without --title, name the score the sweep has (an adding sweep is not "copy memory accuracy")
+    title = title or f"Long-range probe: {'test MSE' if key == 'test_mse' else 'test accuracy'} against the gap T"
     png = plot(rows, out / f"long_range_{key.split('_')[1]}.png", title)
     text = table(rows)
     if key == "test_acc" and any(r["test_loss"] is not None for r in rows):
@@ -297,7 +299,7 @@ def main(argv: list[str] | None = None) -> dict:
                                      description=__doc__.split("\n\n")[0])
     parser.add_argument("dirs", nargs="+", type=Path, help="long_range multirun directories")
     parser.add_argument("--out", type=Path, help="default: <first dir>/long_range")
-    parser.add_argument("--title", default="Copy memory: accuracy against the gap T")
+    parser.add_argument("--title", help="default: names the probes' score (test accuracy or test MSE)")
     args = parser.parse_args(argv)
     result = write_report(args.dirs, args.out or args.dirs[0] / "long_range", args.title)
     print(result["table"])

@@ -28,6 +28,12 @@ from pathlib import Path
 TOLERANCE = 0.05  # a run spends its budget to within evals/2 steps: count points up to 5 % above it
 
 
+def config_label(family: str, params: float | None, budget: float | None) -> str:
+    """How a (family, size, budget) point is named in tables and legends: "lstm 0.2M @ 1e+12"; the
+    frontier table here and the report's per-configuration rows (seqbench.report) share it."""
+    return family + (f" {params / 1e6:.2g}M" if params else "") + (f" @ {budget:.0e}" if budget else "")
+
+
 @dataclass
 class Config:
     """One (family, size, budget) point of the sweep: its seeds' mean curve."""
@@ -38,8 +44,7 @@ class Config:
 
     @property
     def label(self) -> str:
-        size = f"{self.params / 1e6:.2g}M" if self.params else "?"
-        return f"{self.family} {size}" + (f" @ {self.budget:.0e}" if self.budget else "")
+        return config_label(self.family, self.params, self.budget)
 
 
 def loss_of(row: dict) -> float | None:
@@ -147,11 +152,11 @@ def _cell(result: tuple | None) -> str:
     return f"{loss:.3f}{sd} ({size}, n={point['n']})"
 
 
-# x of a table: its column head, how a budget is written, and the unit of a crossover
 def _seconds(v: float) -> str:
     return f"{v:,.0f}" if v >= 10 else f"{v:.2g}"
 
 
+# x of a table: its column head, how a budget is written, and the unit of a crossover
 AXES = {"flops": ("budget (FLOPs)", "{:.1e}".format, lambda v: f"{v:.2e} training FLOPs"),
         "time": ("training time (s)", _seconds, lambda v: f"{_seconds(v)} s of training (validation excluded)")}
 

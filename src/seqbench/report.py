@@ -37,6 +37,7 @@ from pathlib import Path
 
 import yaml
 
+from seqbench.frontier import config_label
 from seqbench.frontier import section as frontier_section
 
 CURVE_KEYS = ("val/ppl", "val/loss", "curve/tokens", "curve/train_time_s", "curve/wall_time_s", "train/flops")
@@ -173,8 +174,7 @@ def configurations(runs: list[Run]) -> dict[str, list[Run]]:
             if len(keys) == 1:
                 out.setdefault(family, []).append(r)
                 continue
-            params, budget = r.metrics.get("params_non_embedding"), r.metrics.get("budget/flops")
-            name = family + (f" {params / 1e6:.2g}M" if params else "") + (f" @ {budget:.0e}" if budget else "")
+            name = config_label(family, r.metrics.get("params_non_embedding"), r.metrics.get("budget/flops"))
             out.setdefault(name, []).append(r)
     return out
 

@@ -74,3 +74,26 @@ def test_until_solved_sweep_gives_seeds_solved_steps_and_the_largest_T_per_famil
     assert result["solve_png"].stat().st_size > 10000
     assert "long_range_solve.png" in result["report"].read_text()
     assert result["report"].read_text().startswith("# Long-range probe: test MSE against the gap T")  # adding, not copy
+
+
+def test_recall_tables_show_the_value_frequency_plateau_from_the_log_or_the_config(tmp_path):
+    """A recall sweep's tables carry the plateau beside the trivial baseline: as the job logged it, or,
+    for runs from before that metric, computed from the job's data config (8 pairs over 8 values:
+    0.325). Copy and adding have no such line."""
+    sweep = tmp_path / "recall"
+    _job(sweep, 0, "gru", 50, 0.32, 1.56)
+    _job(sweep, 1, "transformer", 50, 1.0, 0.01)
+    recall = {"_target_": "seqbench.data.synthetic.RecallDataModule", "T": 50, "num_pairs": 8, "num_values": 8}
+    (sweep / "0" / ".hydra" / "config.yaml").write_text(yaml.safe_dump({"data": recall}))
+    logged = json.loads((sweep / "1" / "metrics.json").read_text())
+    (sweep / "1" / ".hydra" / "config.yaml").write_text(yaml.safe_dump({"data": recall}))
+    logged.update({"val/baseline_frequency_acc": 0.3247, "val/baseline_frequency_loss": 1.5567})
+    (sweep / "1" / "metrics.json").write_text(json.dumps(logged))
+    lines = main([str(sweep), "--out", str(tmp_path / "out")])["table"].splitlines()
+    assert "| trivial baseline | 0.125 |" in lines
+    assert "| value-frequency plateau | 0.325 |" in lines  # the accuracy table
+    assert "| value-frequency plateau | 1.557 |" in lines  # the loss table
+
+    copy = tmp_path / "copy"
+    _job(copy, 0, "gru", 50, 0.9, 0.3)
+    assert "plateau" not in main([str(copy), "--out", str(tmp_path / "out2")])["table"]

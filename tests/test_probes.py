@@ -92,6 +92,26 @@ def test_recall_baseline():
     assert torch.bincount(label, minlength=8).float().div(20_000).sub(1 / 8).abs().max() < 0.01
 
 
+@pytest.mark.parametrize("num_pairs, num_values", [(8, 8), (4, 8), (3, 5)])
+def test_recall_frequency_plateau_is_what_counting_the_values_scores(num_pairs, num_values):
+    """The exact plateau numbers equal those of the predictor itself (each value with its frequency
+    among the pairs, the query ignored), run on 40,000 sampled examples."""
+    exact = probes.recall_frequency_baseline(num_pairs, num_values)
+    batch = probes.recall(40_000, 2, num_pairs=num_pairs, num_keys=2 * num_pairs, num_values=num_values,
+                          generator=gen())
+    values = batch["input"][:, 1 : 2 * num_pairs : 2] - (2 * num_pairs + 1)  # (n, P) value ids
+    freq = torch.nn.functional.one_hot(values, num_values).float().mean(1)  # (n, V): the predicted distribution
+    label_p = freq.gather(1, batch["label"][:, None]).squeeze(1)
+    loss = -label_p.log().mean().item()  # the label's value always occurs among the pairs: p > 0
+    tie_break = torch.rand(freq.shape, generator=gen()) * 1e-3  # any modal value is as good as another
+    acc = ((freq + tie_break).argmax(1) == batch["label"]).float().mean().item()
+    assert exact["frequency_loss"] == pytest.approx(loss, abs=0.01)
+    assert exact["frequency_acc"] == pytest.approx(acc, abs=0.01)
+    assert exact["frequency_acc"] > 1 / num_values and exact["frequency_loss"] < math.log(num_values)
+    if (num_pairs, num_values) == (8, 8):  # the numbers experiments/long-range.md quotes
+        assert (round(exact["frequency_acc"], 3), round(exact["frequency_loss"], 3)) == (0.325, 1.557)
+
+
 def test_datamodules_declare_their_task_and_fixed_eval_sets():
     copy = CopyDataModule(T=30, num_symbols=6, copy_length=4, batch_size=8, eval_batch_size=10, train_size=16,
                           val_size=20, test_size=20, seed=3)
@@ -203,6 +223,8 @@ def test_the_other_probes_train_through_their_task_contracts(data, family, metri
     assert metrics[metric] == pytest.approx(_recomputed(cfg, metrics["tested_checkpoint"]), rel=1e-5)
     expected = probes.adding_baseline() if data == "adding" else probes.recall_baseline(8)
     assert metrics["val/baseline_loss"] == pytest.approx(expected["loss"])
+    if data == "recall":  # the plateau of counting the values is logged beside the trivial line
+        assert metrics["val/baseline_frequency_acc"] == pytest.approx(probes.recall_frequency_baseline(8, 8)["frequency_acc"])
 
 
 def test_scrambled_symbols_control_separates_memory_from_chance():

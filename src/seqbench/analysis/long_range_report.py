@@ -7,6 +7,9 @@ Reads every job of the sweep(s) with `seqbench.report.read_local` (metrics.json,
 and the gap from each job's resolved config (`data.T`). The score is that of the best checkpoint
 (by validation loss) on the test set: `test/acc` for copy memory and recall, `test/mse` for the
 adding problem; the baseline is the one the data logged (`val/baseline_acc`, `val/baseline_loss`).
+Recall also gets its value-frequency plateau (`val/baseline_frequency_acc`, or for runs older than
+that metric `seqbench.data.probes.recall_frequency_baseline` of the job's data config): the score of
+a model that counts the values and ignores the query, where every family first stalls.
 Writes `long_range.md` (a family x T table), `long_range.csv` and `long_range_<metric>.png`.
 
 Sweeps trained until solved (`experiment=long_range_copy|adding|recall`: `solved` and
@@ -26,6 +29,7 @@ from pathlib import Path
 
 import yaml
 
+from seqbench.data.probes import recall_frequency_baseline
 from seqbench.report import Run, read_local
 
 FAMILY_ORDER = ("rnn", "lstm", "gru", "transformer", "gpt")
@@ -46,6 +50,18 @@ def gap_of(run: Run, root_parent: Path) -> int | None:
     return None
 
 
+def plateau_of(run: Run, config: dict) -> dict:
+    """Recall's value-frequency plateau as logged, else from the job's data config; {} for other probes."""
+    m = run.metrics
+    if m.get("val/baseline_frequency_acc") is not None:
+        return {"plateau_acc": m["val/baseline_frequency_acc"], "plateau_loss": m.get("val/baseline_frequency_loss")}
+    data = config.get("data") or {}
+    if not str(data.get("_target_", "")).endswith("RecallDataModule"):
+        return {}
+    base = recall_frequency_baseline(int(data.get("num_pairs", 8)), int(data.get("num_values", 8)))
+    return {"plateau_acc": base["frequency_acc"], "plateau_loss": base["frequency_loss"]}
+
+
 def collect(dirs: list[Path]) -> list[dict]:
     """One row per job: family, T, status, test/val scores, baselines, params, wall time."""
     rows = []
@@ -61,6 +77,7 @@ def collect(dirs: list[Path]) -> list[dict]:
                 "error": m.get("error"), "seed": config.get("seed"),
                 "solved": m.get("solved"), "steps_to_solve": m.get("steps_to_solve"),
                 "cap": (config.get("trainer") or {}).get("max_steps"),
+                "plateau_acc": None, "plateau_loss": None, **plateau_of(run, config),
             })
     return rows
 
@@ -70,6 +87,22 @@ def score_key(rows: list[dict]) -> tuple[str, str]:
     if any(r["test_acc"] is not None for r in rows):
         return "test_acc", "baseline_acc"
     return "test_mse", "baseline_loss"
+
+
+def reference_lines(rows: list[dict], base_key: str) -> list[tuple[str, float]]:
+    """The horizontal lines a score is read against: the trivial baseline and, on recall, the plateau."""
+    plateau_key = {"baseline_acc": "plateau_acc", "baseline_loss": "plateau_loss"}.get(base_key)
+    lines = []
+    for name, key in (("trivial baseline", base_key), ("value-frequency plateau", plateau_key)):
+        values = sorted({r[key] for r in rows if key and r.get(key) is not None})
+        if values:
+            lines.append((name, values[0]))
+    return lines
+
+
+def _draw_references(ax, rows: list[dict], base_key: str) -> None:
+    for (name, value), style in zip(reference_lines(rows, base_key), ("--", ":")):
+        ax.axhline(value, color="black", linestyle=style, linewidth=1, label=name)
 
 
 def _families(rows: list[dict]) -> list[str]:
@@ -102,9 +135,8 @@ def table(rows: list[dict], key: str | None = None) -> str:
         sizes = "–".join(f"{p:,}" for p in sorted({min(params), max(params)})) if params else ""
         name = f"{family} ({sizes})" if sizes else family  # GPT's learned positions grow with T
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
-    baselines = {r[base_key] for r in rows if r[base_key] is not None}
-    if baselines:
-        lines.append("| trivial baseline | " + " | ".join(f"{next(iter(baselines)):.3f}" for _ in gaps) + " |")
+    for name, value in reference_lines(rows, base_key):
+        lines.append(f"| {name} | " + " | ".join(f"{value:.3f}" for _ in gaps) + " |")
     return f"{label} of the best checkpoint (by validation loss)\n\n" + "\n".join(lines)
 
 
@@ -125,9 +157,7 @@ def plot(rows: list[dict], path: Path, title: str) -> Path:
             # families often coincide (at 1.0, at the baseline): later ones thinner, dashed, so all stay visible
             ax.plot(xs, ys, marker=markers[i % len(markers)], markersize=8 - i, linewidth=3 - 0.4 * i,
                     linestyle="-" if i % 2 == 0 else "--", label=family)
-    baselines = sorted({r[base_key] for r in rows if r[base_key] is not None})
-    if baselines:
-        ax.axhline(baselines[0], color="black", linestyle="--", linewidth=1, label="trivial baseline")
+    _draw_references(ax, rows, base_key)
     ax.set_xscale("log")
     gaps = sorted({r["T"] for r in rows if r["T"] is not None})
     ax.set_xticks(gaps, [str(t) for t in gaps])
@@ -243,9 +273,7 @@ def plot_solve(rows: list[dict], path: Path, title: str) -> Path:
             left.plot(*zip(*points), **style)
         if steps:
             right.plot(*zip(*steps), **style)
-    baselines = sorted({r[base_key] for r in rows if r[base_key] is not None})
-    if baselines:
-        left.axhline(baselines[0], color="black", linestyle="--", linewidth=1, label="trivial baseline")
+    _draw_references(left, rows, base_key)
     for cap in sorted({r["cap"] for r in rows if r["cap"]}):
         right.axhline(cap, color="black", linestyle=":", linewidth=1, label=f"cap ({cap:,} steps)")
     if score == "test_mse":

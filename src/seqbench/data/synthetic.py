@@ -211,7 +211,9 @@ class RecallDataModule(ProbeDataModule):
         return probes.recall(n, self.T, self.num_pairs, self.num_keys, self.num_values, generator)
 
     def baseline(self) -> dict[str, float]:
-        return probes.recall_baseline(self.num_values)
+        """The trivial predictor's numbers and the value-frequency plateau's (`val/baseline_frequency_acc`)."""
+        return {**probes.recall_baseline(self.num_values),
+                **probes.recall_frequency_baseline(self.num_pairs, self.num_values)}
 
     @property
     def spec(self) -> TaskSpec:

@@ -92,7 +92,7 @@ def test_recall_baseline():
     assert torch.bincount(label, minlength=8).float().div(20_000).sub(1 / 8).abs().max() < 0.01
 
 
-@pytest.mark.parametrize("num_pairs, num_values", [(8, 8), (4, 8), (3, 5)])
+@pytest.mark.parametrize("num_pairs, num_values", [(8, 8), (4, 8), (3, 5), (16, 16)])
 def test_recall_frequency_plateau_is_what_counting_the_values_scores(num_pairs, num_values):
     """The exact plateau numbers equal those of the predictor itself (each value with its frequency
     among the pairs, the query ignored), run on 40,000 sampled examples."""

@@ -1,0 +1,133 @@
+"""A Mamba-1 style selective state-space block (Gu & Dao 2023, arXiv:2312.00752, Algorithm 2 / Fig. 3).
+
+    x (B, T, D) --in_proj--> u, z (B, T, E)            E = expand * D
+    u --causal depthwise conv (kernel 4)--> SiLU --> u
+    Δ = softplus(dt_proj(W_Δ u)) (B, T, E),  B_t, C_t = W_B u, W_C u (B, T, N)     (selective)
+    A = -exp(A_log) (E, N), diagonal, S4D-real init A_n = -(n + 1)
+    h_t = exp(Δ_t A) h_{t-1} + Δ_t B_t u_t      (zero-order hold for A, Euler for B, as Mamba)
+    y_t = C_t · h_t + D u_t,   out = out_proj(y * SiLU(z))
+
+The state per layer is the conv's last kernel-1 inputs and h (B, E, N): fixed size, so generation
+is O(1) per token. `selective=False` builds the time-invariant control (an S4D-like layer with the
+same conv, gate and sizes): Δ, B and C are parameters of shape (E,), (E, N), (E, N) that no input
+changes, so the recurrence is one fixed linear filter, which cannot select what to remember by
+content (the paper's selective-copying argument, Table 1: S4 18.3 % against Mamba's 99.8 %).
+
+The parallel form materialises the (B, T, E, N) coefficients and runs `linear_scan` over them;
+Mamba's CUDA kernel fuses this in SRAM instead. That memory, T x E x N floats per sequence, is what
+bounds T on a CPU (the layer benchmark records it).
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from seqbench.nn.scan import linear_scan, scan_step
+
+SSMState = tuple[Tensor, Tensor]  # (conv inputs (B, E, kernel - 1), h (B, E, N))
+
+
+class SelectiveSSM(nn.Module):
+    def __init__(self, d_model: int, d_state: int = 16, expand: int = 2, d_conv: int = 4,
+                 dt_rank: int | None = None, dt_min: float = 1e-3, dt_max: float = 0.1,
+                 selective: bool = True, scan: str | None = None):
+        super().__init__()
+        E, N = expand * d_model, d_state
+        self.d_inner, self.d_state, self.d_conv, self.selective, self.scan = E, N, d_conv, selective, scan
+        self.dt_rank = dt_rank or math.ceil(d_model / 16)  # Mamba's default rank for Δ
+        self.in_proj = nn.Linear(d_model, 2 * E, bias=False)
+        self.conv = nn.Conv1d(E, E, d_conv, groups=E)  # depthwise; causality comes from the left pad
+        # Δ's bias: softplus(bias) log-uniform in [dt_min, dt_max] (Mamba's init), the inverse of
+        # softplus written as dt + log(1 - exp(-dt)) = log(exp(dt) - 1)
+        dt = torch.exp(torch.rand(E) * (math.log(dt_max) - math.log(dt_min)) + math.log(dt_min))
+        dt_bias = dt + torch.log(-torch.expm1(-dt))
+        if selective:
+            self.x_proj = nn.Linear(E, self.dt_rank + 2 * N, bias=False)
+            self.dt_proj = nn.Linear(self.dt_rank, E)
+            nn.init.uniform_(self.dt_proj.weight, -self.dt_rank ** -0.5, self.dt_rank ** -0.5)
+            with torch.no_grad():
+                self.dt_proj.bias.copy_(dt_bias)
+        else:
+            self.dt_bias = nn.Parameter(dt_bias)
+            self.B = nn.Parameter(torch.ones(E, N))  # S4D's B = 1
+            self.C = nn.Parameter(torch.randn(E, N) * N ** -0.5)
+        # S4D-real: A_n = -(n + 1) for every channel, stored as log so A stays negative in training
+        self.A_log = nn.Parameter(torch.log(torch.arange(1, N + 1, dtype=torch.float32)).repeat(E, 1))
+        self.D = nn.Parameter(torch.ones(E))
+        self.out_proj = nn.Linear(E, d_model, bias=False)
+
+    def _coefficients(self, u: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        """u (..., E) -> a = exp(Δ A), b = Δ B u (..., E, N) and C (..., 1, N) or (E, N)."""
+        A = -torch.exp(self.A_log)  # (E, N)
+        if self.selective:
+            dt, B, C = self.x_proj(u).split([self.dt_rank, self.d_state, self.d_state], dim=-1)
+            delta = F.softplus(self.dt_proj(dt))  # (..., E)
+            B, C = B.unsqueeze(-2), C.unsqueeze(-2)  # (..., 1, N): one B_t, C_t for every channel
+        else:
+            delta, B, C = F.softplus(self.dt_bias), self.B, self.C
+            delta = delta.expand_as(u)  # (..., E), the same at every step
+        a = torch.exp(delta.unsqueeze(-1) * A)  # (..., E, N)
+        b = (delta * u).unsqueeze(-1) * B  # (..., E, N)
+        return a, b, C
+
+    def _conv(self, u: Tensor, conv_state: Tensor | None) -> tuple[Tensor, Tensor]:
+        """Causal depthwise conv of u (B, T, E): the kernel sees the step and the kernel-1 before it,
+        taken from conv_state (zeros at the start). -> (SiLU(conv) (B, T, E), new conv_state)."""
+        u = u.transpose(1, 2)  # (B, E, T)
+        if conv_state is None:
+            u = F.pad(u, (self.d_conv - 1, 0))
+        else:
+            u = torch.cat([conv_state, u], dim=-1)
+        return F.silu(self.conv(u)).transpose(1, 2), u[..., u.shape[-1] - (self.d_conv - 1):]
+
+    def forward(self, x: Tensor, state: SSMState | None = None) -> tuple[Tensor, SSMState]:
+        """x (B, T, D) -> (out (B, T, D), state after the last step); `state` from a previous chunk."""
+        u, z = self.in_proj(x).chunk(2, dim=-1)  # (B, T, E) each
+        u, conv_state = self._conv(u, None if state is None else state[0])
+        a, b, C = self._coefficients(u)  # (B, T, E, N)
+        B_, T, E, N = b.shape
+        h0 = None if state is None else state[1].reshape(B_, E * N)
+        h = linear_scan(a.reshape(B_, T, E * N), b.reshape(B_, T, E * N), h0, self.scan).view(B_, T, E, N)
+        y = (h * C).sum(-1) + self.D * u  # (B, T, E)
+        return self.out_proj(y * F.silu(z)), (conv_state, h[:, -1])
+
+    def step(self, x_t: Tensor, state: SSMState | None = None) -> tuple[Tensor, SSMState]:
+        """One token: x_t (B, D) -> (out_t (B, D), new state), the recurrence the kernel fuses."""
+        u, z = self.in_proj(x_t).chunk(2, dim=-1)  # (B, E)
+        if state is None:
+            conv_state = u.new_zeros(u.shape[0], self.d_inner, self.d_conv - 1)
+            h = None
+        else:
+            conv_state, h = state
+        window = torch.cat([conv_state, u.unsqueeze(-1)], dim=-1)  # (B, E, kernel)
+        u = F.silu((window * self.conv.weight.squeeze(1)).sum(-1) + self.conv.bias)
+        a, b, C = self._coefficients(u)  # (B, E, N)
+        h = scan_step(a, b, h)
+        y = (h * C).sum(-1) + self.D * u
+        return self.out_proj(y * F.silu(z)), (window[..., 1:], h)
+
+
+class ResidualBlock(nn.Module):
+    """Pre-norm residual around a sequence mixer, as Mamba's and minGRU's language models stack them:
+    x + mixer(norm(x)). The mixer maps (B, T, D) -> (B, T, D) and returns (output, state) from
+    `forward(x, state)` and `step(x_t, state)`; the block passes the state through unchanged.
+
+    Pre-norm keeps the residual stream an identity path from the embedding to the head, so a deep
+    stack trains without warm-up (GPT-2 §2.3; Mamba §E.2 uses the same order with RMSNorm)."""
+
+    def __init__(self, d_model: int, mixer: nn.Module):
+        super().__init__()
+        self.norm = nn.LayerNorm(d_model)
+        self.mixer = mixer
+
+    def forward(self, x: Tensor, state=None):
+        y, state = self.mixer(self.norm(x), state)
+        return x + y, state
+
+    def step(self, x_t: Tensor, state=None):
+        y, state = self.mixer.step(self.norm(x_t), state)
+        return x_t + y, state

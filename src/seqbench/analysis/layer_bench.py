@@ -1,0 +1,312 @@
+"""One layer's training speed against T: the fused LSTM, attention and the parallel recurrences.
+
+    python -m seqbench.analysis.layer_bench --device cpu --T 512 2048 --batch 16 --width 256 --threads 1 --out results.json
+    python -m seqbench.analysis.layer_bench --device cuda --T 512 2048 8192 --out gpu.json [--bf16]
+
+A case is one (method, T): a batch of B random sequences of T vectors of width D (requires_grad,
+as inside a stack) through one layer, forward and backward against a fixed random upstream
+gradient. Reported: the median wall time of the timed repeats after warm-up (CUDA synchronised
+before each clock read), tokens/s = B x T / median, the peak memory the case added (CUDA: the
+allocator's peak; CPU: the process's peak resident set, `ru_maxrss`, above what it held before its
+first case; both include the inputs and gradients), and each method's ratio to the fused LSTM (and
+to the flash attention sublayer) at the same T, measured in the same run.
+
+Methods (each scan implementation runs on every device; `default_method` says which the layers pick):
+
+- lstm_fused: `nn.LSTM(D, D)`, one layer (cuDNN on CUDA, ATen's fused CPU kernels, oneDNN where
+  it applies).
+- attention_flash / attention_math: the GPT attention sublayer, qkv projection +
+  `F.scaled_dot_product_attention(causal)` + output projection, D / 64 heads, with the SDPA
+  backend pinned by `torch.nn.attention.sdpa_kernel` (a backend the device lacks is recorded).
+- mingru_<scan>, minlstm_<scan>: `seqbench.nn.min_rnn` with hidden = D, scan in loop / doubling / log.
+- ssm_<scan>: `seqbench.nn.ssm.SelectiveSSM(D)` (expand 2, d_state 16), scan in loop / doubling.
+
+Every method runs in its own child process, its T in increasing order, so the CPU peak memory is
+that method's own, and a case killed by the OS for memory loses only that method's larger T.
+Before each case the child extrapolates the previous (smaller) T's time and memory — from a short
+calibration run at T = 128 for the first — linearly in T (quadratically for the math attention
+path); a case predicted to pass `--max-case-s` seconds or the free memory is skipped and says why,
+and so are the larger T of that method.
+
+Imports only torch, numpy-free stdlib and seqbench.nn (pure torch), so it runs on a bare GPU
+machine: `PYTHONPATH=src python -m seqbench.analysis.layer_bench ...`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import shlex
+import statistics
+import subprocess
+import sys
+import time
+from datetime import datetime, timezone
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from seqbench.nn.min_rnn import MinGRU, MinLSTM
+from seqbench.nn.scan import METHODS as SCANS
+from seqbench.nn.ssm import SelectiveSSM
+
+CALIBRATION_T = 128
+BASELINE = "lstm_fused"
+REFERENCES = (BASELINE, "attention_flash", "attention_efficient")  # the ratios' denominators
+BACKENDS = ("flash", "efficient", "math")
+
+
+class AttentionSublayer(nn.Module):
+    """GPT's attention sublayer without the norm and residual: qkv proj, causal SDPA, out proj."""
+
+    def __init__(self, width: int, n_head: int, backend: str):
+        super().__init__()
+        self.n_head, self.backend = n_head, backend
+        self.qkv = nn.Linear(width, 3 * width)
+        self.out = nn.Linear(width, width)
+
+    def forward(self, x):
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+
+        B, T, C = x.shape
+        q, k, v = self.qkv(x).view(B, T, 3, self.n_head, C // self.n_head).permute(2, 0, 3, 1, 4)  # (B, nh, T, hs)
+        backend = {"flash": SDPBackend.FLASH_ATTENTION, "efficient": SDPBackend.EFFICIENT_ATTENTION,
+                   "math": SDPBackend.MATH}[self.backend]
+        with sdpa_kernel(backend):
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        return self.out(y.transpose(1, 2).reshape(B, T, C))  # (B, nh, T, hs) -> (B, T, C)
+
+
+def methods(device: str) -> dict[str, tuple]:
+    """name -> (build(width) -> module, forward(module, x) -> output, time exponent in T).
+
+    CUDA adds the memory-efficient SDPA kernel: flash needs fp16/bf16, so in float32 it is the fused
+    attention kernel there is (CPU has a flash kernel for float32 and no memory-efficient one)."""
+    table = {BASELINE: (lambda D: nn.LSTM(D, D, batch_first=True), lambda m, x: m(x)[0], 1)}
+    for backend in BACKENDS:
+        if backend != "efficient" or device == "cuda":
+            table[f"attention_{backend}"] = (lambda D, b=backend: AttentionSublayer(D, max(1, D // 64), b),
+                                             lambda m, x: m(x), 2 if backend == "math" else 1)
+    for family, cls in (("mingru", MinGRU), ("minlstm", MinLSTM)):
+        for scan in SCANS:
+            table[f"{family}_{scan}"] = (lambda D, cls=cls, scan=scan: cls(D, D, scan=scan), lambda m, x: m(x)[0], 1)
+    for scan in SCANS:
+        if scan != "log":  # the SSM's b = Δ B u changes sign: the log-space scan does not apply
+            table[f"ssm_{scan}"] = (lambda D, scan=scan: SelectiveSSM(D, scan=scan), lambda m, x: m(x)[0], 1)
+    return table
+
+
+def _free_memory(device: torch.device) -> int:
+    if device.type == "cuda":
+        return torch.cuda.mem_get_info(device)[0]
+    with open("/proc/meminfo") as f:
+        info = dict(line.split(":", 1) for line in f)
+    return int(info["MemAvailable"].split()[0]) * 1024
+
+
+class Meter:
+    """Peak memory added by a case: the CUDA allocator's, or the process's resident set on CPU."""
+
+    def __init__(self, device: torch.device):
+        self.device = device
+        self.base = self._rss()
+
+    @staticmethod
+    def _rss() -> int:
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # Linux reports KiB
+
+    def start(self):
+        if self.device.type == "cuda":
+            torch.cuda.synchronize()
+            torch.cuda.reset_peak_memory_stats(self.device)
+            self.cuda_base = torch.cuda.memory_allocated(self.device)
+
+    def peak(self) -> int:
+        if self.device.type == "cuda":
+            return torch.cuda.max_memory_allocated(self.device) - self.cuda_base
+        # ru_maxrss never falls, and a method runs its T in increasing order, so its high-water mark
+        # after a case is that case's peak (a smaller T's peak is below it)
+        return self._rss() - self.base
+
+
+def time_case(build, forward, device, T: int, args, meter: Meter) -> dict:
+    """Warm-up then timed fwd+bwd repeats of one (method, T); the budget bounds the repeats."""
+    torch.manual_seed(0)
+    dtype_ctx = (lambda: torch.autocast("cuda", dtype=torch.bfloat16)) if args.bf16 else None
+    meter.start()
+    module = build(args.width).to(device)
+    x = torch.randn(args.batch, T, args.width, device=device, requires_grad=True)
+    grad = None
+    times = []
+    sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
+    for i in range(args.warmup + args.repeats):
+        x.grad = None
+        module.zero_grad(set_to_none=True)
+        sync()
+        start = time.perf_counter()
+        if dtype_ctx is None:
+            out = forward(module, x)
+        else:
+            with dtype_ctx():
+                out = forward(module, x)
+        if grad is None:
+            grad = torch.randn_like(out)
+        out.backward(grad)
+        sync()
+        elapsed = time.perf_counter() - start
+        if i >= args.warmup:
+            times.append(elapsed)
+        if elapsed > args.max_case_s or sum(times) > args.budget_s:
+            break  # the prediction missed: keep what was measured rather than run on
+        del out
+    median = statistics.median(times) if times else elapsed
+    return {"status": "ok", "seconds": median, "repeats": len(times), "tokens_per_s": args.batch * T / median,
+            "peak_memory_bytes": meter.peak()}
+
+
+def run_method(name: str, args) -> list[dict]:
+    """All T of one method, in this process (the child), skipping what would not fit."""
+    device = torch.device(args.device)
+    if device.type == "cpu":
+        torch.set_num_threads(args.threads)
+    build, forward, exponent = methods(args.device)[name]
+    # one tiny case first, so the memory baseline already holds the kernels' libraries and buffers
+    time_case(build, forward, device, 2, argparse.Namespace(**{**vars(args), "warmup": 0, "repeats": 1}), Meter(device))
+    meter = Meter(device)
+    rows, prev = [], None
+    for T in sorted(args.T):
+        row = {"method": name, "T": T}
+        reason = None
+        if prev is None:
+            try:
+                prev = {"T": CALIBRATION_T, **time_case(build, forward, device, CALIBRATION_T, args, meter)}
+            except Exception as err:  # a backend the device lacks, an unsupported dtype: say so
+                reason = f"error: {type(err).__name__}: {str(err).splitlines()[0][:200]}"
+        if reason is None and prev["status"] != "ok":
+            reason = "skipped: a shorter T was skipped"
+        if reason is None:
+            scale = (T / prev["T"]) ** exponent
+            if prev["seconds"] * scale > args.max_case_s:
+                reason = f"skipped: predicted {prev['seconds'] * scale:.0f} s per fwd+bwd > {args.max_case_s:g} s"
+            elif prev["peak_memory_bytes"] * T / prev["T"] > 0.8 * _free_memory(device):
+                reason = (f"skipped: predicted {prev['peak_memory_bytes'] * T / prev['T'] / 2**30:.1f} GiB > 80 % of "
+                          f"the free {_free_memory(device) / 2**30:.1f} GiB")
+        if reason is None:
+            try:
+                row.update(time_case(build, forward, device, T, args, meter))
+            except torch.OutOfMemoryError as err:
+                row.update(status=f"out of memory: {str(err).splitlines()[0][:200]}")
+            except Exception as err:
+                row.update(status=f"error: {type(err).__name__}: {str(err).splitlines()[0][:200]}")
+            if device.type == "cuda":
+                torch.cuda.empty_cache()
+        else:
+            row["status"] = reason
+        rows.append(row)
+        print(json.dumps(row), flush=True)
+        prev = row if row["status"] == "ok" else {"status": "skipped", "T": T}
+    return rows
+
+
+def _spawn(name: str, argv: list[str], lengths: list[int]) -> list[dict]:
+    """Run one method in a child; a child the OS kills (memory) loses only its unreported T."""
+    proc = subprocess.run([sys.executable, "-m", "seqbench.analysis.layer_bench", *argv, "--method", name],
+                          capture_output=True, text=True)
+    rows = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
+    if proc.returncode != 0:
+        done = {r["T"] for r in rows}
+        why = f"child exited {proc.returncode} (killed for memory?): {proc.stderr.strip().splitlines()[-1:]}"
+        rows += [{"method": name, "T": T, "status": why} for T in sorted(set(lengths) - done)]
+    return rows
+
+
+def add_ratios(rows: list[dict]) -> None:
+    """Each row's tokens/s over the fused LSTM's (and the fused attention kernels') at the same T."""
+    for ref_name in REFERENCES:
+        ref = {r["T"]: r["tokens_per_s"] for r in rows if r["method"] == ref_name and r["status"] == "ok"}
+        for r in rows:
+            if r["status"] == "ok" and r["T"] in ref:
+                r[f"ratio_vs_{ref_name}"] = r["tokens_per_s"] / ref[r["T"]]
+
+
+def machine(device: torch.device) -> dict:
+    """Where the numbers come from: CPU model (lscpu), GPU name, torch, threads, date."""
+    try:
+        lscpu = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
+        cpu = next((line.split(":", 1)[1].strip() for line in lscpu.splitlines() if line.startswith("Model name")), None)
+    except OSError:
+        cpu = None
+    return {"device": device.type, "cpu_model": cpu,
+            "gpu_name": torch.cuda.get_device_name(device) if device.type == "cuda" else None,
+            "torch": torch.__version__, "cpu_count": os.cpu_count(),
+            "date": datetime.now(timezone.utc).isoformat(timespec="seconds")}
+
+
+HEADER = f"{'method':<20}{'T':>7}{'tokens/s':>12}{'x lstm':>8}{'x flash':>9}{'x effic':>9}{'peak MiB':>10}  status"
+
+
+def table(rows: list[dict]) -> str:
+    lines = []
+    for r in rows:
+        if r["status"] != "ok":
+            lines.append(f"{r['method']:<20}{r['T']:>7}{'':>48}  {r['status']}")
+            continue
+        ratios = "".join(f"{r.get('ratio_vs_' + ref, float('nan')):>{w}.2f}" for ref, w in zip(REFERENCES, (8, 9, 9)))
+        lines.append(f"{r['method']:<20}{r['T']:>7}{r['tokens_per_s']:>12.0f}{ratios}"
+                     f"{r['peak_memory_bytes'] / 2**20:>10.0f}  ok")
+    return "\n".join(lines)
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+    p.add_argument("--T", type=int, nargs="+", default=[512, 2048])
+    p.add_argument("--batch", type=int, default=16)
+    p.add_argument("--width", type=int, default=256)
+    p.add_argument("--threads", type=int, default=1, help="CPU threads (torch.set_num_threads)")
+    p.add_argument("--bf16", action="store_true", help="bf16 autocast (CUDA)")
+    p.add_argument("--warmup", type=int, default=2)
+    p.add_argument("--repeats", type=int, default=5)
+    p.add_argument("--max-case-s", type=float, default=20.0, help="skip a case whose fwd+bwd would take longer")
+    p.add_argument("--budget-s", type=float, default=30.0, help="stop repeating a case after this many seconds")
+    p.add_argument("--methods", nargs="+", default=None, help="a subset of the methods (default: all)")
+    p.add_argument("--out", default=None, help="JSON file for the results")
+    p.add_argument("--method", default=None, help=argparse.SUPPRESS)  # the child's one method
+    args = p.parse_args(argv)
+    if args.bf16 and args.device != "cuda":
+        p.error("--bf16 is a CUDA autocast; leave it out on CPU")
+    unknown = set(args.methods or []) - set(methods(args.device))
+    if unknown:
+        p.error(f"unknown methods {sorted(unknown)} on {args.device}; choose from {list(methods(args.device))}")
+    return args
+
+
+def main(argv: list[str] | None = None) -> dict:
+    argv = sys.argv[1:] if argv is None else argv
+    args = parse_args(argv)
+    if args.method:  # a child: one method, rows on stdout
+        run_method(args.method, args)
+        return {}
+    device = torch.device(args.device)
+    rows = []
+    print(HEADER, flush=True)
+    for name in args.methods or methods(args.device):
+        new = _spawn(name, argv, args.T)
+        print(table(new), flush=True)
+        rows += new
+    add_ratios(rows)
+    result = {**machine(device), "command": "python -m seqbench.analysis.layer_bench " + shlex.join(argv),
+              "threads": args.threads, "batch": args.batch, "width": args.width, "bf16": args.bf16,
+              "warmup": args.warmup, "repeats": args.repeats, "max_case_s": args.max_case_s, "results": rows}
+    print("\n" + HEADER + "\n" + table(rows))
+    if args.out:
+        with open(args.out, "w") as f:
+            json.dump(result, f, indent=1)
+    return result
+
+
+if __name__ == "__main__":
+    main()

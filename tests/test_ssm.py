@@ -1,0 +1,83 @@
+"""The selective SSM block: parallel against step form, carried state, causality, the control."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from seqbench.nn.ssm import ResidualBlock, SelectiveSSM
+
+
+def stepped(module, x, state=None):
+    outs = []
+    for x_t in x.unbind(1):
+        y_t, state = module.step(x_t, state)
+        outs.append(y_t)
+    return torch.stack(outs, dim=1), state
+
+
+@pytest.mark.parametrize("selective", [True, False])
+@pytest.mark.parametrize("scan", ["loop", "doubling"])
+def test_parallel_form_equals_step_form_in_float64(selective, scan):
+    torch.manual_seed(0)
+    block = ResidualBlock(8, SelectiveSSM(8, selective=selective, scan=scan)).double()
+    x = torch.randn(2, 64, 8, dtype=torch.float64)
+    y, (conv, h) = block(x)
+    y_steps, (conv_steps, h_steps) = stepped(block, x)
+    assert (y - y_steps).abs().max() <= 1e-10
+    assert (conv - conv_steps).abs().max() <= 1e-10 and (h - h_steps).abs().max() <= 1e-10
+
+
+@pytest.mark.parametrize("selective", [True, False])
+def test_float32_step_form_follows_the_parallel_form_over_512_steps(selective):
+    torch.manual_seed(0)
+    block = ResidualBlock(8, SelectiveSSM(8, selective=selective))
+    x = torch.randn(2, 512, 8)
+    with torch.no_grad():
+        assert (block(x)[0] - stepped(block, x)[0]).abs().max() <= 1e-5
+
+
+def test_state_carried_across_two_chunks_equals_one_pass():
+    """Both parts of the state travel: the conv's last inputs and h."""
+    torch.manual_seed(0)
+    ssm = SelectiveSSM(8).double()
+    x = torch.randn(2, 30, 8, dtype=torch.float64)
+    whole, (conv, h) = ssm(x)
+    first, state = ssm(x[:, :13])
+    second, (conv_2, h_2) = ssm(x[:, 13:], state)
+    assert (torch.cat([first, second], dim=1) - whole).abs().max() <= 1e-12
+    assert (conv_2 - conv).abs().max() <= 1e-12 and (h_2 - h).abs().max() <= 1e-12
+
+
+@pytest.mark.parametrize("selective", [True, False])
+def test_output_at_t_ignores_every_later_input(selective):
+    """Causality of the whole block (the conv's padding, the scan): the Jacobian is lower triangular."""
+    torch.manual_seed(0)
+    ssm = SelectiveSSM(4, selective=selective).double()
+    x = torch.randn(1, 12, 4, dtype=torch.float64)
+    jac = torch.autograd.functional.jacobian(lambda x: ssm(x)[0], x)[0, :, :, 0]  # (T, D, T, D)
+    later = torch.triu(torch.ones(12, 12, dtype=torch.bool), diagonal=1)  # [t, s]: s > t
+    assert jac.abs().sum(dim=(1, 3))[later].max() == 0
+    assert jac.abs().sum(dim=(1, 3))[~later].min() > 0  # and it does read the past and present
+
+
+def test_control_is_time_invariant_and_the_selective_model_is_not():
+    """selective=False: Δ, B, C (so a = exp(ΔA), b / u and C) are the same for any input."""
+    torch.manual_seed(0)
+    u1, u2 = torch.randn(2, 5, 16, dtype=torch.float64).unbind(0)
+    control = SelectiveSSM(8, selective=False).double()
+    a1, b1, C1 = control._coefficients(u1)
+    a2, b2, C2 = control._coefficients(u2)
+    assert torch.equal(a1, a2) and torch.equal(C1, C2)
+    assert torch.allclose(b1 / u1.unsqueeze(-1), b2 / u2.unsqueeze(-1))
+    selective = SelectiveSSM(8).double()
+    a1, b1, C1 = selective._coefficients(u1)
+    a2, b2, C2 = selective._coefficients(u2)
+    assert not torch.allclose(a1, a2) and not torch.allclose(C1, C2)
+
+
+def test_a_is_initialised_s4d_real():
+    ssm = SelectiveSSM(4, d_state=16)
+    assert torch.allclose(-torch.exp(ssm.A_log), -torch.arange(1.0, 17.0).expand(8, 16))
+    dt = torch.nn.functional.softplus(SelectiveSSM(64).dt_proj.bias)
+    assert dt.min() >= 1e-3 and dt.max() <= 0.1  # Mamba's Δ range at init

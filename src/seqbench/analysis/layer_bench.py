@@ -164,7 +164,7 @@ def time_case(build, forward, device, T: int, args, meter: Meter) -> dict:
         del out
     median = statistics.median(times) if times else elapsed
     return {"status": "ok", "seconds": median, "repeats": len(times), "tokens_per_s": args.batch * T / median,
-            "peak_memory_bytes": meter.peak()}
+            "peak_memory_bytes": meter.peak(), "load_1min": os.getloadavg()[0]}  # others' load skews CPU times
 
 
 def run_method(name: str, args) -> list[dict]:

@@ -28,8 +28,57 @@ from seqbench.nn.scan import default_method, linear_scan, log_space_scan, scan_s
 
 
 def g(x: Tensor) -> Tensor:
-    """The paper's positive activation: x + 1/2 for x >= 0, sigmoid(x) below."""
-    return torch.where(x >= 0, x + 0.5, torch.sigmoid(x))
+    """The paper's positive activation: x + 1/2 for x >= 0, sigmoid(x) below.
+
+    Written as max(x + 1/2, sigmoid(x)), the same function (the line x + 1/2 touches sigmoid at 0,
+    where both are 1/2, and sigmoid's slope is at most 1/4, so the line is above for x > 0 and
+    below for x < 0) in three passes over x instead of `where`'s four plus a mask."""
+    return torch.maximum(x + 0.5, torch.sigmoid(x))
+
+
+def _g_into(k_h: Tensor, scratch: Tensor) -> Tensor:
+    """g(k_h) as `g` computes it, with `scratch` (k_h's shape) taking the sigmoid: one allocation."""
+    gh = k_h + 0.5
+    return torch.maximum(gh, torch.sigmoid(k_h, out=scratch), out=gh)
+
+
+def _g_derivative_into(k_h: Tensor, gh: Tensor, out: Tensor, scratch: Tensor) -> Tensor:
+    """g'(k_h) into `out`: 1 for k_h >= 0, sigmoid' = g (1 - g) below, i.e. the larger of the two
+    (g (1 - g) <= 1/4); `scratch` holds the step 1[k_h >= 0] on the way."""
+    torch.sub(1, gh, out=out).mul_(gh)
+    return torch.maximum(out, torch.ge(k_h, 0, out=scratch), out=out)
+
+
+class _MinGRUGates(torch.autograd.Function):
+    """k = (k_z, k_h) -> the scan's a = 1 - z, b = z g(k_h), with z = sigmoid(k_z).
+
+    One Function with a hand-written backward, so the chain costs a few in-place passes over
+    (B, T, H) instead of autograd's graph of `sigmoid`, `maximum`, `mul` and `rsub` nodes, each
+    allocating its own gradient: on a CPU these passes, not the scan, are most of a layer's time."""
+
+    @staticmethod
+    def forward(ctx, k: Tensor) -> tuple[Tensor, Tensor]:
+        k_z, k_h = k.chunk(2, dim=-1)
+        z = torch.sigmoid(k_z)
+        b = torch.empty_like(z)
+        gh = _g_into(k_h, scratch=b)
+        ctx.save_for_backward(k_h, z, gh)
+        return torch.rsub(z, 1), torch.mul(z, gh, out=b)
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, grad_a: Tensor, grad_b: Tensor) -> Tensor:
+        # Fresh CPU buffers of this size cost more (page faults) than the arithmetic, so every pass
+        # below writes into dk or the one scratch tensor w
+        k_h, z, gh = ctx.saved_tensors
+        dk = torch.empty(*z.shape[:-1], 2 * z.shape[-1], dtype=z.dtype, device=z.device)
+        dk_z, dk_h = dk.chunk(2, dim=-1)
+        # dL/dz = grad_b g(k_h) - grad_a (a = 1 - z, b = z g), and dz/dk_z = z (1 - z)
+        w = torch.rsub(z, 1).mul_(z)
+        torch.mul(grad_b, gh, out=dk_z).sub_(grad_a).mul_(w)
+        g_prime = _g_derivative_into(k_h, gh, out=w, scratch=dk_h)  # before dk_h gets its value
+        torch.mul(grad_b, z, out=dk_h).mul_(g_prime)
+        return dk
 
 
 def log_g(x: Tensor) -> Tensor:
@@ -70,15 +119,47 @@ class _MinRNN(nn.Module):
         return h, h
 
 
+class _MinLSTMGates(torch.autograd.Function):
+    """k = (k_f, k_i, k_h) -> a = f', b = i' g(k_h) with f' = f / (f + i), i' = i / (f + i) = 1 - f'.
+
+    i' = sigmoid(r) with r = log(i / f) = log sigmoid(k_i) - log sigmoid(k_f): no 0 / 0 where both
+    gates underflow. Hand-written backward for the reason `_MinGRUGates` gives."""
+
+    @staticmethod
+    def forward(ctx, k: Tensor) -> tuple[Tensor, Tensor]:
+        k_f, k_i, k_h = k.chunk(3, dim=-1)
+        b = F.logsigmoid(k_i).sub_(F.logsigmoid(k_f))  # r, until it holds b
+        i_norm = torch.sigmoid(b)
+        gh = _g_into(k_h, scratch=b)
+        torch.mul(i_norm, gh, out=b)
+        ctx.save_for_backward(k, i_norm, gh)
+        return torch.rsub(i_norm, 1), b
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, grad_a: Tensor, grad_b: Tensor) -> Tensor:
+        k, i_norm, gh = ctx.saved_tensors
+        k_f, k_i, k_h = k.chunk(3, dim=-1)
+        dk = torch.empty_like(k)
+        dk_f, dk_i, dk_h = dk.chunk(3, dim=-1)
+        # dL/di' = grad_b g - grad_a (a = 1 - i'), di'/dr = i' (1 - i'); dk_f holds dL/dr for now
+        w = torch.rsub(i_norm, 1).mul_(i_norm)
+        dr = torch.mul(grad_b, gh, out=dk_f).sub_(grad_a).mul_(w)
+        # dr/dk_i = 1 - sigmoid(k_i) = sigmoid(-k_i), dr/dk_f = -sigmoid(-k_f)
+        torch.neg(k_i, out=dk_i).sigmoid_().mul_(dr)
+        dr.mul_(torch.neg(k_f, out=w).sigmoid_()).neg_()
+        g_prime = _g_derivative_into(k_h, gh, out=w, scratch=dk_h)
+        torch.mul(grad_b, i_norm, out=dk_h).mul_(g_prime)
+        return dk
+
+
 class MinGRU(_MinRNN):
     """minGRU: the update gate z decides, per feature, how much of g(W_h x) replaces the state."""
 
     n_gates = 2
 
     def coefficients(self, k: Tensor) -> tuple[Tensor, Tensor]:
-        k_z, k_h = k.chunk(2, dim=-1)
-        z = torch.sigmoid(k_z)
-        return 1 - z, z * g(k_h)
+        return _MinGRUGates.apply(k)
 
     def log_coefficients(self, k: Tensor) -> tuple[Tensor, Tensor]:
         k_z, k_h = k.chunk(2, dim=-1)
@@ -92,15 +173,10 @@ class MinLSTM(_MinRNN):
 
     n_gates = 3
 
-    def _log_ratio(self, k: Tensor) -> tuple[Tensor, Tensor]:
-        k_f, k_i, k_h = k.chunk(3, dim=-1)
-        # log(i / f) = log sigmoid(k_i) - log sigmoid(k_f); then f' = sigmoid(-r), i' = sigmoid(r)
-        return F.softplus(-k_f) - F.softplus(-k_i), k_h
-
     def coefficients(self, k: Tensor) -> tuple[Tensor, Tensor]:
-        r, k_h = self._log_ratio(k)
-        return torch.sigmoid(-r), torch.sigmoid(r) * g(k_h)
+        return _MinLSTMGates.apply(k)
 
     def log_coefficients(self, k: Tensor) -> tuple[Tensor, Tensor]:
-        r, k_h = self._log_ratio(k)
+        k_f, k_i, k_h = k.chunk(3, dim=-1)
+        r = F.logsigmoid(k_i) - F.logsigmoid(k_f)  # log(i / f); f' = sigmoid(-r), i' = sigmoid(r)
         return -F.softplus(r), -F.softplus(-r) + log_g(k_h)

@@ -34,7 +34,6 @@ T intermediate nodes and run T tiny backward kernels per op).
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor
 
 METHODS = ("loop", "doubling", "log")
@@ -72,7 +71,25 @@ def _doubling_forward(a: Tensor, b: Tensor, h0: Tensor | None) -> Tensor:
     return b
 
 
+def _loop_adjoint(a: Tensor, grad_h: Tensor) -> Tensor:
+    """g (B, T, *F) with g_t = grad_h_t + a_{t+1} g_{t+1}: the step loop run backwards in place of
+    flipping the sequences (three copies) and shifting a (a fourth)."""
+    g = torch.empty_like(grad_h)
+    T = grad_h.shape[1]
+    g[:, T - 1] = grad_h[:, T - 1]
+    for t in range(T - 2, -1, -1):
+        torch.addcmul(grad_h[:, t], a[:, t + 1], g[:, t + 1], out=g[:, t])
+    return g
+
+
+def _doubling_adjoint(a: Tensor, grad_h: Tensor) -> Tensor:
+    """The same adjoint by the doubling scan on the time-reversed sequences, with a shifted a step."""
+    a_next = torch.cat([a[:, 1:], torch.zeros_like(a[:, :1])], dim=1)
+    return _doubling_forward(a_next.flip(1), grad_h.flip(1), None).flip(1)
+
+
 _FORWARDS = {"loop": _loop_forward, "doubling": _doubling_forward}
+_ADJOINTS = {"loop": _loop_adjoint, "doubling": _doubling_adjoint}
 
 
 class _LinearScan(torch.autograd.Function):
@@ -89,17 +106,14 @@ class _LinearScan(torch.autograd.Function):
     @torch.autograd.function.once_differentiable
     def backward(ctx, grad_h: Tensor):
         a, h, h0 = ctx.saved_tensors
-        # g_t = grad_h_t + a_{t+1} g_{t+1}: a forward scan on the time-reversed sequences with the
-        # coefficients shifted one step (a_{t+1} multiplies g_{t+1}; nothing follows the last step)
-        a_next = torch.cat([a[:, 1:], torch.zeros_like(a[:, :1])], dim=1)
-        g = _FORWARDS[ctx.method](a_next.flip(1), grad_h.flip(1), None).flip(1)
+        g = _ADJOINTS[ctx.method](a, grad_h.contiguous())
+        grad_a = torch.empty_like(g)  # g_t h_{t-1}, written in place of concatenating a shifted h
+        torch.mul(g[:, 1:], h[:, :-1], out=grad_a[:, 1:])
         if ctx.has_h0:
-            h_prev = torch.cat([h0.unsqueeze(1), h[:, :-1]], dim=1)
-            grad_h0 = a[:, 0] * g[:, 0]
-        else:
-            h_prev = F.pad(h[:, :-1], [0, 0] * (h.dim() - 2) + [1, 0])
-            grad_h0 = None
-        return g * h_prev, g, grad_h0, None
+            torch.mul(g[:, 0], h0, out=grad_a[:, 0])
+            return grad_a, g, a[:, 0] * g[:, 0], None
+        grad_a[:, 0] = 0
+        return grad_a, g, None, None
 
 
 def log_space_scan(log_a: Tensor, log_b: Tensor, log_h0: Tensor | None = None) -> Tensor:

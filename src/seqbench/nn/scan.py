@@ -138,7 +138,11 @@ def linear_scan(a: Tensor, b: Tensor, h0: Tensor | None = None, method: str | No
     method = method or default_method(b.device)
     if method not in METHODS:
         raise ValueError(f"unknown scan method {method!r}; choose one of {METHODS}")
-    a = a.expand_as(b)
+    dtype = torch.promote_types(a.dtype, b.dtype)  # under autocast a gate may come out in fp32, b in bf16
+    if h0 is not None:
+        dtype = torch.promote_types(dtype, h0.dtype)
+        h0 = h0.to(dtype)
+    a, b = a.expand_as(b).to(dtype), b.to(dtype)
     if method == "log":
         return log_space_scan(a.log(), b.log(), None if h0 is None else h0.log())
     return _LinearScan.apply(a.contiguous(), b.contiguous(), h0, method)

@@ -291,20 +291,19 @@ def main(argv: list[str] | None = None) -> dict:
         run_method(args.method, args)
         return {}
     device = torch.device(args.device)
-    rows = []
+    result = {**machine(device), "command": "python -m seqbench.analysis.layer_bench " + shlex.join(argv),
+              "threads": args.threads, "batch": args.batch, "width": args.width, "bf16": args.bf16,
+              "warmup": args.warmup, "repeats": args.repeats, "max_case_s": args.max_case_s, "results": []}
     print(HEADER, flush=True)
     for name in args.methods or methods(args.device):
         new = _spawn(name, argv, args.T)
         print(table(new), flush=True)
-        rows += new
-    add_ratios(rows)
-    result = {**machine(device), "command": "python -m seqbench.analysis.layer_bench " + shlex.join(argv),
-              "threads": args.threads, "batch": args.batch, "width": args.width, "bf16": args.bf16,
-              "warmup": args.warmup, "repeats": args.repeats, "max_case_s": args.max_case_s, "results": rows}
-    print("\n" + HEADER + "\n" + table(rows))
-    if args.out:
-        with open(args.out, "w") as f:
-            json.dump(result, f, indent=1)
+        result["results"] += new
+        add_ratios(result["results"])
+        if args.out:  # after every method, so a run cut short keeps what it measured
+            with open(args.out, "w") as f:
+                json.dump(result, f, indent=1)
+    print("\n" + HEADER + "\n" + table(result["results"]))
     return result
 
 

@@ -81,3 +81,22 @@ def test_a_is_initialised_s4d_real():
     assert torch.allclose(-torch.exp(ssm.A_log), -torch.arange(1.0, 17.0).expand(8, 16))
     dt = torch.nn.functional.softplus(SelectiveSSM(64).dt_proj.bias)
     assert dt.min() >= 1e-3 and dt.max() <= 0.1  # Mamba's Δ range at init
+
+
+def test_fused_cpu_scan_has_the_materialised_scans_gradients():
+    """The selective SSM's hand-written `_SelectiveScan` (scan="loop") against autograd through the
+    materialised (B, T, E, N) coefficients and the doubling scan: outputs, final state, every gradient."""
+    torch.manual_seed(0)
+    fused = SelectiveSSM(6, scan="loop").double()
+    materialised = SelectiveSSM(6, scan="doubling").double()
+    materialised.load_state_dict(fused.state_dict())
+    x = torch.randn(2, 40, 6, dtype=torch.float64, requires_grad=True)
+    first, state = fused(x[:, :5])  # a carried state, so dL/dh0 is checked too
+    state = tuple(s.detach().requires_grad_() for s in state)
+    results = []
+    for ssm in (fused, materialised):
+        y, (_, h) = ssm(x[:, 5:], state)
+        loss = (y * torch.linspace(-1, 1, y.numel(), dtype=torch.float64).view_as(y)).sum() + h.sum()
+        results.append([y, h, *torch.autograd.grad(loss, [x, *state, *ssm.parameters()])])
+    for got, want in zip(*results):
+        assert (got - want).abs().max() <= 1e-10

@@ -26,9 +26,74 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from seqbench.nn.scan import linear_scan, scan_step
+from seqbench.nn.scan import default_method, linear_scan, scan_step
 
 SSMState = tuple[Tensor, Tensor]  # (conv inputs (B, E, kernel - 1), h (B, E, N))
+
+
+class _SelectiveScan(torch.autograd.Function):
+    """y_t = C_t . h_t with h_t = exp(Δ_t A) h_{t-1} + x_t ⊗ B_t (x = Δ u), one step at a time.
+
+    The CPU path. It never builds the (B, T, E, N) decays, inputs or gradients: each step's
+    (B, E, N) work stays in cache and writes into a few preallocated buffers, and every reduction
+    (C . h, the gradients of x, Δ, A, B, C) happens inside the step that has its operands at hand.
+    A fresh CPU tensor of that size costs more in page faults than the arithmetic done on it, and
+    batched matrix-vector products over B T tiny (E, N) matrices run at a fraction of a GFLOP/s.
+    Stored for the backward: h for every step, (B, T, E, N), the only buffer of that size.
+
+        x (B, T, E), delta (B, T, E), A (E, N), B, C (B, T, N), h0 (B, E, N) or None
+        -> y (B, T, E), h_T (B, E, N)
+    """
+
+    @staticmethod
+    def forward(ctx, x, delta, A, B, C, h0):
+        Bsz, T, E = x.shape
+        N = A.shape[1]
+        H = x.new_empty(Bsz, T, E, N)
+        y = x.new_empty(Bsz, T, E)
+        decay, work = x.new_empty(Bsz, E, N), x.new_empty(Bsz, E, N)
+        h = h0
+        for t in range(T):
+            torch.mul(delta[:, t].unsqueeze(-1), A, out=decay).exp_()
+            torch.mul(x[:, t].unsqueeze(-1), B[:, t].unsqueeze(1), out=work)  # x_t ⊗ B_t
+            h = torch.addcmul(work, decay, h, out=H[:, t]) if h is not None else H[:, t].copy_(work)
+            torch.sum(torch.mul(h, C[:, t].unsqueeze(1), out=work), dim=-1, out=y[:, t])
+        ctx.save_for_backward(x, delta, A, B, C, h0, H)
+        return y, H[:, -1].clone()
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, grad_y, grad_hT):
+        x, delta, A, B, C, h0, H = ctx.saved_tensors
+        Bsz, T, E, N = H.shape
+        new = lambda *shape: x.new_empty(*shape)  # noqa: E731
+        grad_x, grad_delta, grad_B, grad_C = new(Bsz, T, E), new(Bsz, T, E), new(Bsz, T, N), new(Bsz, T, N)
+        g, g_next, decay, decay_next, work = (new(Bsz, E, N) for _ in range(5))
+        grad_A_per_row = x.new_zeros(Bsz, E, N)  # summed over the batch at the end
+        for t in range(T - 1, -1, -1):
+            dy = grad_y[:, t].unsqueeze(-1)  # (B, E, 1)
+            # g_t = dL/dh_t = dy_t ⊗ C_t + exp(Δ_{t+1} A) g_{t+1} (+ dL/dh_T at the last step)
+            torch.mul(dy, C[:, t].unsqueeze(1), out=g)
+            if t < T - 1:
+                g.addcmul_(decay_next, g_next)
+            elif grad_hT is not None:
+                g.add_(grad_hT)
+            torch.sum(torch.mul(H[:, t], dy, out=work), dim=1, out=grad_C[:, t])  # sum_e dy h_t
+            torch.sum(torch.mul(g, B[:, t].unsqueeze(1), out=work), dim=-1, out=grad_x[:, t])
+            torch.sum(torch.mul(g, x[:, t].unsqueeze(-1), out=work), dim=1, out=grad_B[:, t])
+            # dL/d(Δ_t A) = g_t h_{t-1} exp(Δ_t A): to Δ_t through A, to A through Δ_t
+            torch.mul(delta[:, t].unsqueeze(-1), A, out=decay).exp_()
+            h_prev = H[:, t - 1] if t > 0 else h0
+            if h_prev is None:
+                grad_delta[:, t] = 0
+            else:
+                torch.mul(g, h_prev, out=work).mul_(decay)
+                grad_A_per_row.addcmul_(work, delta[:, t].unsqueeze(-1))
+                torch.sum(work.mul_(A), dim=-1, out=grad_delta[:, t])
+            g, g_next = g_next, g
+            decay, decay_next = decay_next, decay
+        grad_h0 = None if h0 is None else g_next * decay_next  # g_0 exp(Δ_0 A), after the last swap
+        return grad_x, grad_delta, grad_A_per_row.sum(0), grad_B, grad_C, grad_h0
 
 
 class SelectiveSSM(nn.Module):
@@ -74,6 +139,13 @@ class SelectiveSSM(nn.Module):
         b = (delta * u).unsqueeze(-1) * B  # (..., E, N)
         return a, b, C
 
+    def _fused_scan(self, u: Tensor, h0: Tensor | None) -> tuple[Tensor, Tensor]:
+        """The selective recurrence by `_SelectiveScan` (the same Δ, B, C as `_coefficients`)."""
+        dt, B, C = self.x_proj(u).split([self.dt_rank, self.d_state, self.d_state], dim=-1)
+        delta = F.softplus(self.dt_proj(dt))  # (B, T, E)
+        y, h_last = _SelectiveScan.apply(delta * u, delta, -torch.exp(self.A_log), B, C, h0)
+        return y + self.D * u, h_last
+
     def _conv(self, u: Tensor, conv_state: Tensor | None) -> tuple[Tensor, Tensor]:
         """Causal depthwise conv of u (B, T, E): the kernel sees the step and the kernel-1 before it,
         taken from conv_state (zeros at the start). -> (SiLU(conv) (B, T, E), new conv_state)."""
@@ -88,6 +160,9 @@ class SelectiveSSM(nn.Module):
         """x (B, T, D) -> (out (B, T, D), state after the last step); `state` from a previous chunk."""
         u, z = self.in_proj(x).chunk(2, dim=-1)  # (B, T, E) each
         u, conv_state = self._conv(u, None if state is None else state[0])
+        if self.selective and (self.scan or default_method(x.device)) == "loop":
+            y, h_last = self._fused_scan(u, None if state is None else state[1])
+            return self.out_proj(y * F.silu(z)), (conv_state, h_last)
         a, b, C = self._coefficients(u)  # (B, T, E, N)
         B_, T, E, N = b.shape
         h0 = None if state is None else state[1].reshape(B_, E * N)

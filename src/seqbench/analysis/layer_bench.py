@@ -5,8 +5,9 @@
 
 A case is one (method, T): a batch of B random sequences of T vectors of width D (requires_grad,
 as inside a stack) through one layer, forward and backward against a fixed random upstream
-gradient. Reported: the median wall time of the timed repeats after warm-up (CUDA synchronised
-before each clock read), tokens/s = B x T / median, the peak memory the case added (CUDA: the
+gradient. Reported: the median time of the timed repeats after warm-up (wall time, CUDA
+synchronised before each clock read; `--clock cpu`: the process's CPU time, for a CPU shared with
+other jobs), tokens/s = B x T / median, the peak memory the case added (CUDA: the
 allocator's peak; CPU: the process's peak resident set, `ru_maxrss`, above what it held before its
 first case; both include the inputs and gradients), and each method's ratio to the fused LSTM (and
 to the flash attention sublayer) at the same T, measured in the same run.
@@ -140,13 +141,13 @@ def time_case(build, forward, device, T: int, args, meter: Meter) -> dict:
     module = build(args.width).to(device)
     x = torch.randn(args.batch, T, args.width, device=device, requires_grad=True)
     grad = None
-    times = []
+    times, cpu_times = [], []
     sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
     for i in range(args.warmup + args.repeats):
         x.grad = None
         module.zero_grad(set_to_none=True)
         sync()
-        start = time.perf_counter()
+        start, cpu_start = time.perf_counter(), time.process_time()
         if dtype_ctx is None:
             out = forward(module, x)
         else:
@@ -159,12 +160,16 @@ def time_case(build, forward, device, T: int, args, meter: Meter) -> dict:
         elapsed = time.perf_counter() - start
         if i >= args.warmup:
             times.append(elapsed)
+            cpu_times.append(time.process_time() - cpu_start)
         if elapsed > args.max_case_s or sum(times) > args.budget_s:
             break  # the prediction missed: keep what was measured rather than run on
         del out
-    median = statistics.median(times) if times else elapsed
-    return {"status": "ok", "seconds": median, "repeats": len(times), "tokens_per_s": args.batch * T / median,
-            "peak_memory_bytes": meter.peak(), "load_1min": os.getloadavg()[0]}  # others' load skews CPU times
+    wall = statistics.median(times) if times else elapsed
+    cpu = statistics.median(cpu_times) if cpu_times else None
+    seconds = cpu if args.clock == "cpu" and cpu is not None else wall
+    return {"status": "ok", "seconds": seconds, "wall_seconds": wall, "cpu_seconds": cpu, "repeats": len(times),
+            "tokens_per_s": args.batch * T / seconds, "peak_memory_bytes": meter.peak(),
+            "load_1min": os.getloadavg()[0]}
 
 
 def run_method(name: str, args) -> list[dict]:
@@ -268,6 +273,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--width", type=int, default=256)
     p.add_argument("--threads", type=int, default=1, help="CPU threads (torch.set_num_threads)")
     p.add_argument("--bf16", action="store_true", help="bf16 autocast (CUDA)")
+    p.add_argument("--clock", default="wall", choices=["wall", "cpu"],
+                   help="tokens/s from wall time, or from the process's CPU time (user + sys): on a shared CPU "
+                        "other jobs' load stretches wall time but not CPU time (with --threads 1 the two agree "
+                        "on an idle machine)")
     p.add_argument("--warmup", type=int, default=2)
     p.add_argument("--repeats", type=int, default=5)
     p.add_argument("--max-case-s", type=float, default=20.0, help="skip a case whose fwd+bwd would take longer")
@@ -278,6 +287,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     args = p.parse_args(argv)
     if args.bf16 and args.device != "cuda":
         p.error("--bf16 is a CUDA autocast; leave it out on CPU")
+    if args.clock == "cpu" and args.device != "cpu":
+        p.error("--clock cpu measures CPU work; GPU kernels run outside it")
     unknown = set(args.methods or []) - set(methods(args.device))
     if unknown:
         p.error(f"unknown methods {sorted(unknown)} on {args.device}; choose from {list(methods(args.device))}")
@@ -292,7 +303,7 @@ def main(argv: list[str] | None = None) -> dict:
         return {}
     device = torch.device(args.device)
     result = {**machine(device), "command": "python -m seqbench.analysis.layer_bench " + shlex.join(argv),
-              "threads": args.threads, "batch": args.batch, "width": args.width, "bf16": args.bf16,
+              "threads": args.threads, "batch": args.batch, "width": args.width, "bf16": args.bf16, "clock": args.clock,
               "warmup": args.warmup, "repeats": args.repeats, "max_case_s": args.max_case_s, "results": []}
     print(HEADER, flush=True)
     for name in args.methods or methods(args.device):

@@ -1,0 +1,49 @@
+"""The layer benchmark's bookkeeping: skips it predicts, ratios within one T, the JSON it writes."""
+
+from __future__ import annotations
+
+import json
+
+from seqbench.analysis import layer_bench
+
+
+def tiny_args(*extra: str):
+    return layer_bench.parse_args(["--T", "32", "64", "--batch", "2", "--width", "16", "--warmup", "0",
+                                   "--repeats", "1", *extra])
+
+
+def test_a_case_predicted_past_the_time_limit_is_skipped_with_its_reason():
+    rows = layer_bench.run_method("attention_math", tiny_args("--max-case-s", "1e-9"))
+    assert [r["status"].split(":")[0] for r in rows] == ["skipped", "skipped"]
+    assert "predicted" in rows[0]["status"] and "shorter T" in rows[1]["status"]
+
+
+def test_a_case_predicted_past_free_memory_is_skipped(monkeypatch):
+    """The calibration at T = 128 "takes" 1 GiB, so T = 256 would need 2 of the free 1 GiB."""
+    monkeypatch.setattr(layer_bench, "_free_memory", lambda device: 2**30)
+    monkeypatch.setattr(layer_bench.Meter, "peak", lambda self: 2**30)
+    args = layer_bench.parse_args(["--T", "256", "--batch", "1", "--width", "8", "--warmup", "0", "--repeats", "1"])
+    (row,) = layer_bench.run_method("mingru_loop", args)
+    assert row["status"].startswith("skipped: predicted 2.0 GiB")
+
+
+def test_ratios_compare_methods_at_the_same_length_only():
+    rows = [{"method": "lstm_fused", "T": 512, "status": "ok", "tokens_per_s": 100.0},
+            {"method": "lstm_fused", "T": 2048, "status": "ok", "tokens_per_s": 50.0},
+            {"method": "mingru_loop", "T": 512, "status": "ok", "tokens_per_s": 150.0},
+            {"method": "mingru_loop", "T": 2048, "status": "ok", "tokens_per_s": 75.0},
+            {"method": "ssm_loop", "T": 4096, "status": "ok", "tokens_per_s": 10.0}]
+    layer_bench.add_ratios(rows)
+    assert [r.get("ratio_vs_lstm_fused") for r in rows] == [1.0, 1.0, 1.5, 1.5, None]
+
+
+def test_a_run_writes_the_machine_the_command_and_every_case(tmp_path):
+    out = tmp_path / "layer.json"
+    layer_bench.main(["--T", "16", "--batch", "2", "--width", "16", "--warmup", "0", "--repeats", "1",
+                      "--methods", "lstm_fused", "mingru_loop", "--out", str(out)])
+    result = json.loads(out.read_text())
+    assert result["device"] == "cpu" and result["torch"] and result["date"]
+    assert result["command"].startswith("python -m seqbench.analysis.layer_bench --T 16")
+    assert [(r["method"], r["T"], r["status"]) for r in result["results"]] == [("lstm_fused", 16, "ok"),
+                                                                                ("mingru_loop", 16, "ok")]
+    assert result["results"][0]["ratio_vs_lstm_fused"] == 1.0 and result["results"][1]["tokens_per_s"] > 0

@@ -70,7 +70,7 @@ def test_the_command_line_wins_over_the_recipe(tmp_path):
 def _presets() -> list[str]:
     out = [f"+family={p.parent.name}/{p.stem}" for p in sorted((CONF / "family").glob("*/*.yaml"))
            if p.parent.name not in ("pretraining", "probe")]  # those presets pick no data: their experiments do
-    out += [f"experiment=long_range +family=probe/{f}" for f in ("rnn", "lstm", "lstm_fb1", "gru", "transformer", "transformer_causal", "gpt")]
+    out += [f"experiment=long_range +family=probe/{p.stem}" for p in sorted((CONF / "family" / "probe").glob("*.yaml"))]
     out += [f"experiment=pretraining +family=pretraining/{f} pretrained.bert=x pretrained.gpt=x"
             for f in ("bilstm", "bert", "gpt", "bert_pretrained", "gpt_reinit")]
     out += [f"experiment={p.stem}" for p in sorted((CONF / "experiment").glob("*.yaml"))

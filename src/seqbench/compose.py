@@ -24,7 +24,9 @@ from pathlib import Path
 
 import yaml
 from hydra.utils import get_class
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig, OmegaConf, open_dict
+
+from seqbench.families import FAMILIES, family_of
 
 log = logging.getLogger("seqbench")
 
@@ -45,12 +47,6 @@ def _key_set(overrides: list[str], key: str) -> bool:
     return any(o.lstrip("+~").split("=", 1)[0] == key for o in overrides)
 
 
-def family_of(model: DictConfig) -> str:
-    """The recipe name of a model config: the recurrent cell (rnn, lstm, gru) or the family's module."""
-    cls = get_class(model._target_)
-    return str(model.get("cell") or cls.__module__.rsplit(".", 1)[-1])
-
-
 def task_of(data: DictConfig) -> str:
     """The recipe folder of a data config: the task it poses, or `probe` for the synthetic probes,
     which need their own recipe (fresh data every batch, nothing to overfit, long gaps)."""
@@ -59,9 +55,24 @@ def task_of(data: DictConfig) -> str:
 
 
 def recipe_for(cfg: DictConfig, conf_dir: Path = CONF_DIR) -> tuple[str, Path]:
-    """(name, file) of the recipe for this model and data; the file may not exist."""
+    """(name, file) of the recipe for this model and data: `<task>/<family>` and the file that serves it
+    (`recipe_file`); the file may not exist (no recipe: the model config's defaults apply)."""
     name = f"{task_of(cfg.data)}/{family_of(cfg.model)}"
-    return name, conf_dir / "recipe" / f"{name}.yaml"
+    return name, conf_dir / "recipe" / f"{recipe_file(name, conf_dir)}.yaml"
+
+
+def recipe_file(name: str, conf_dir: Path = CONF_DIR) -> str:
+    """The recipe file (under conf/recipe/) that serves the recipe `<task>/<family>`: the family's own
+    if it has one, else its base family's (seqbench.families: GRU and RNN take the LSTM's, the
+    Transformer and BERT the GPT's), following bases; `name` itself when none has one."""
+    task, _, family = name.partition("/")
+    seen: set[str] = set()
+    while family and family not in seen:
+        if (conf_dir / "recipe" / task / f"{family}.yaml").is_file():
+            return f"{task}/{family}"
+        seen.add(family)
+        family = FAMILIES[family].base if family in FAMILIES else None
+    return name
 
 
 def debug_overrides(name: str, conf_dir: Path = CONF_DIR) -> list[str]:
@@ -88,17 +99,22 @@ def finalize(cfg: DictConfig, overrides: list[str], choices: dict, compose: Comp
         except Exception:  # an unknown _target_: check_config says so in one sentence before any work
             auto, path = "", None
         if path is not None and path.is_file():
-            name, extra = auto, [f"recipe={auto}"]
+            name, extra = auto, [f"recipe={recipe_file(auto, conf_dir)}"]
     debug = choices.get("debug")
     bounds = [o for o in debug_overrides(debug, conf_dir) if not _key_set(overrides, o.split("=", 1)[0])] if debug else []
     chosen_by_hand = name is not None and not extra and name != "none"
     if not extra and not bounds and not chosen_by_hand:
         return cfg
-    final = compose(bounds + list(overrides) + extra)
+    # a recipe chosen by hand (`recipe=classification/gru`) is read from the file that serves it
+    by_file = [f"{o.split('=', 1)[0]}={recipe_file(name, conf_dir)}" if chosen_by_hand and o.lstrip("+").startswith("recipe=")
+               else o for o in overrides]
+    final = compose(bounds + by_file + extra)
     if name and name != "none":
         without = cfg if extra else compose([o for o in overrides if not o.lstrip("+").startswith("recipe=")]
                                             + ["recipe=none"])
-        keep_later_groups(without, final, name, conf_dir)
+        keep_later_groups(without, final, recipe_file(name, conf_dir), conf_dir)
+        with open_dict(final):
+            final.recipe = name  # the recipe of this family and task, whichever file served it
     return final
 
 
@@ -145,8 +161,9 @@ def describe(cfg: DictConfig, conf_dir: Path = CONF_DIR) -> str:
     """One line for the run's log: which recipe applied, from which file."""
     recipe = cfg.get("recipe")
     if recipe and recipe != "none":
-        return (f"recipe {recipe} (conf/recipe/{recipe}.yaml) under the command line, experiment and "
-                f"presets; recipe=none turns it off")
+        served = recipe_file(recipe, conf_dir)
+        source = f"conf/recipe/{served}.yaml" + (f", the {served.split('/', 1)[1]} recipe" if served != recipe else "")
+        return f"recipe {recipe} ({source}) under the command line, experiment and presets; recipe=none turns it off"
     try:
         name, _ = recipe_for(cfg, conf_dir)
     except Exception:  # a config without a model or data (eval.py)

@@ -39,18 +39,16 @@ BOS, EOS, PAD, NEVER = 2, 3, 0, -1
 
 
 def build_model(family: str, vocab: int):
-    """A family at the sizes of `conf/model/<family>.yaml`, random weights, eval mode."""
-    from hydra import compose, initialize_config_dir
-    from hydra.core.global_hydra import GlobalHydra
+    """A family at the sizes of `conf/model/<family>.yaml` as `python src/train.py model=<family>
+    data=<ptb or multi30k>` builds it (seqbench.compose: the recipe included), random weights, eval mode."""
     from hydra.utils import instantiate
 
+    from seqbench.compose import compose_final
     from seqbench.data.spec import TaskSpec
-    from seqbench.entry import PROJECT_ROOT, register_resolvers
+    from seqbench.entry import register_resolvers
 
     register_resolvers()
-    GlobalHydra.instance().clear()
-    with initialize_config_dir(config_dir=str(PROJECT_ROOT / "conf"), version_base="1.3"):
-        cfg = compose(config_name="train", overrides=[f"model={family}"])
+    cfg = compose_final([f"model={family}", f"data={'ptb' if family == 'gpt' else 'multi30k'}", "logger=csv"])
     if family == "gpt":
         spec = TaskSpec("lm", vocab_size=vocab)
     else:

@@ -3,13 +3,15 @@
 1. **The training recipe follows the task.** `model=lstm data=sst2` must not train a sentiment
    classifier with the recurrent family's language-model recipe (SGD at lr 20). A recipe is a config
    file per family and task, `conf/recipe/<task>/<family>.yaml` (optimizer, rate, schedule, clipping,
-   epochs), and the task is known only from the data's class — a Hydra defaults list cannot choose a
-   group by it (an interpolated default may not override groups). So the run composes once, reads the
-   task and family, and composes again with `recipe=<task>/<family>`. The `recipe` group sits before
-   `experiment` in `conf/train.yaml`, so an experiment, a preset (`+family=...`) and the command line
-   all win over it; `recipe=none` turns it off and `recipe=<task>/<family>` picks one by hand. The
-   name of the recipe used is kept in the config (`recipe:`), so a run's saved `.hydra/config.yaml`
-   shows every value used and composes to the same run again without a second recipe.
+   epochs); a family without one for a task takes its base family's (seqbench.families: GRU and RNN
+   the LSTM's, the Transformer and BERT the GPT's). The task is known only from the data's class — a
+   Hydra defaults list cannot choose a group by it (an interpolated default may not override groups).
+   So the run composes once, reads the task and family, and composes again with the recipe file. The
+   `recipe` group sits before `experiment` in `conf/train.yaml`, so an experiment, a preset
+   (`+family=...`) and the command line all win over it; `recipe=none` turns it off and
+   `recipe=<task>/<family>` picks a file by hand. The recipe's name, `<task>/<family>` whichever file
+   served it, is kept in the config (`recipe:`), so a run's saved `.hydra/config.yaml` shows every
+   value used and composes to the same run again without a second recipe.
 2. **A debug mode bounds every preset.** `debug=fast` must check any config end to end in seconds, but
    `+family=...` is appended after `debug` in the defaults list, so a preset's `max_steps` or
    `max_epochs` would win. The debug mode's trainer values are therefore re-applied as overrides that
@@ -105,16 +107,13 @@ def finalize(cfg: DictConfig, overrides: list[str], choices: dict, compose: Comp
     chosen_by_hand = name is not None and not extra and name != "none"
     if not extra and not bounds and not chosen_by_hand:
         return cfg
-    # a recipe chosen by hand (`recipe=classification/gru`) is read from the file that serves it
-    by_file = [f"{o.split('=', 1)[0]}={recipe_file(name, conf_dir)}" if chosen_by_hand and o.lstrip("+").startswith("recipe=")
-               else o for o in overrides]
-    final = compose(bounds + by_file + extra)
+    final = compose(bounds + list(overrides) + extra)
     if name and name != "none":
         without = cfg if extra else compose([o for o in overrides if not o.lstrip("+").startswith("recipe=")]
                                             + ["recipe=none"])
-        keep_later_groups(without, final, recipe_file(name, conf_dir), conf_dir)
+        keep_later_groups(without, final, extra[0].split("=", 1)[1] if extra else name, conf_dir)
         with open_dict(final):
-            final.recipe = name  # the recipe of this family and task, whichever file served it
+            final.recipe = name  # the recipe of this family and task (classification/gru), whichever file served it
     return final
 
 

@@ -8,12 +8,14 @@ model that trains.
 
 from __future__ import annotations
 
+import json
+
 import hydra
 import pytest
 from hydra.core.config_store import ConfigStore
 from omegaconf import OmegaConf
 
-from conftest import CONF, compose_cfg
+from conftest import CONF, compose_cfg, run_cli
 from seqbench.analysis.matrix import families, markdown, pairs
 from seqbench.data.spec import TaskSpec
 from seqbench.families import FAMILIES, Family, compared, family_of, order, presets, registered
@@ -51,6 +53,17 @@ def test_the_sweeps_run_the_compared_families_presets(experiment, tmp_path):
     assert [p for p in swept if p.rsplit("/", 1)[1] not in variants] == [f"{folder}/{f}" for f in compared()]
     assert {f"{folder}/{v}" for v in variants} <= set(swept)
     assert all((CONF / "family" / f"{p}.yaml").is_file() for p in swept), swept
+
+
+@pytest.mark.slow
+@pytest.mark.corpus("ptb")
+def test_hydras_sweeper_launches_one_job_per_compared_family(tmp_path):
+    """The `${families:ptb}` list as Hydra's own sweeper expands it (jobs built, not trained)."""
+    out = run_cli(["-m", "experiment=ptb_families", "debug=fast", "logger=csv", "train=false", "test=false"], tmp_path)
+    assert out.returncode == 0, out.stderr[-3000:]
+    (sweep,) = (tmp_path / "multiruns").iterdir()
+    jobs = [json.loads(line)["overrides"].split()[0] for line in (sweep / "jobs.jsonl").read_text().splitlines()]
+    assert jobs == [f"+family=ptb/{f}" for f in compared()]
 
 
 def test_variant_presets_follow_their_family_and_must_name_one():

@@ -6,10 +6,10 @@ import pytest
 import torch
 from torch import nn
 
-from seqbench.nn.cells import ReferenceRNN, gru_cell, lstm_cell, make_rnn
+from seqbench.nn.cells import GATES, ReferenceRNN, gru_cell, lstm_cell, make_rnn
 
 
-@pytest.mark.parametrize("mode,nonlinearity", [("lstm", "tanh"), ("gru", "tanh"), ("rnn", "tanh"), ("rnn", "relu")])
+@pytest.mark.parametrize("mode,nonlinearity", [*((cell, "tanh") for cell in GATES), ("rnn", "relu")])
 @pytest.mark.parametrize("bidirectional", [False, True])
 def test_reference_matches_fused_outputs_and_gradients(mode, nonlinearity, bidirectional):
     torch.manual_seed(0)
@@ -63,5 +63,5 @@ def test_gru_update_gate_keeps_the_old_state_when_shut():
 
 
 def test_unknown_cell_names_the_choices():
-    with pytest.raises(ValueError, match="lstm, gru, rnn"):
+    with pytest.raises(ValueError, match=", ".join(GATES)):
         make_rnn("transformer", 3, 3)

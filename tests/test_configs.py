@@ -10,6 +10,8 @@ from omegaconf import OmegaConf
 
 from conftest import CONF, FIXTURES
 from seqbench.config_check import check_config
+from seqbench.families import FAMILIES
+from seqbench.models.recurrent import RecurrentModel
 from seqbench.run import build
 
 MODELS = sorted(p.stem for p in (CONF / "model").glob("*.yaml"))
@@ -44,7 +46,7 @@ def test_every_model_data_pair_composes_and_is_checked(model, data, cfg_factory)
             check_config(cfg, {"model": model, "data": data})
 
 
-@pytest.mark.parametrize("model", ["rnn", "lstm", "gru"])
+@pytest.mark.parametrize("model", [name for name, family in FAMILIES.items() if family.cls is RecurrentModel])
 @pytest.mark.parametrize("data", LM_DATA)
 def test_recurrent_models_build_on_every_lm_corpus(model, data, cfg_factory):
     cfg = cfg_factory([f"model={model}", f"data={data}", *DATA_ARGS.get(data, [])])

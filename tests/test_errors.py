@@ -10,6 +10,7 @@ import pytest
 from conftest import DATA_DIR, run_cli
 from seqbench.config_check import check_config
 from seqbench.errors import ConfigError
+from seqbench.nn.cells import GATES
 from seqbench.run import train
 
 
@@ -59,7 +60,7 @@ def test_missing_checkpoint_fails_before_training(tmp_path):
 
 @pytest.mark.parametrize("override,message", [
     ("+model.hiden_size=3", "model.hiden_size is not an option"),
-    ("model.cell=transformer", "model.cell must be one of rnn, lstm, gru"),
+    ("model.cell=transformer", f"model.cell must be one of {', '.join(GATES)}"),
     ("model.dropout=high", "model.dropout must be a number"),
     ("trainer.max_epochs=1.5", "trainer.max_epochs must be"),
     ("data.bptt=true", "data.bptt must be an integer"),

@@ -1,33 +1,142 @@
-"""Family presets: the comparison's models are matched in size and each keeps its own recipe."""
+"""The family registry (seqbench.families) is the one list of families, and the presets of the compared
+families are matched in size, each with its own recipe.
+
+A throwaway family registered here shows what adding one touches: its module, its model config and its
+registry entry are enough for it to be a column of the matrix, a job of the comparisons' sweeps and a
+model that trains.
+"""
 
 from __future__ import annotations
 
+import json
+
 import hydra
 import pytest
+from hydra.core.config_store import ConfigStore
+from omegaconf import OmegaConf
 
-from conftest import compose_cfg
+from conftest import CONF, compose_cfg, run_cli
+from seqbench.analysis.matrix import families, markdown, pairs
 from seqbench.data.spec import TaskSpec
+from seqbench.families import FAMILIES, Family, compared, family_of, order, presets, registered
+from seqbench.models.recurrent import RecurrentModel
 
-FAMILIES = ["rnn", "lstm", "gru", "transformer", "gpt"]
 CORPORA = {"ptb": 10_000, "shakespeare": 65}
 
 
 @pytest.mark.parametrize("corpus", CORPORA)
 def test_presets_match_parameters_without_embeddings_within_one_percent(corpus, tmp_path):
     counts, recipes = {}, {}
-    for family in FAMILIES:
+    for family in compared():
         cfg = compose_cfg([f"+family={corpus}/{family}"], tmp_path)
         model = hydra.utils.instantiate(cfg.model, spec=TaskSpec("lm", vocab_size=CORPORA[corpus]))
         counts[family] = model.num_params(non_embedding=True)
         recipes[family] = (cfg.model.optimizer._target_.rsplit(".", 1)[-1], model.lm_batching)
     mean = sum(counts.values()) / len(counts)
     assert all(abs(n - mean) / mean < 0.01 for n in counts.values()), counts
-    assert recipes["gpt"] == recipes["transformer"] == ("AdamW", "windows")
-    assert {recipes[f][1] for f in ("rnn", "lstm", "gru")} == {"stream"}
+    for family, (optimizer, batching) in recipes.items():  # recurrent nets: BPTT streams; attention: AdamW windows
+        recurrent = FAMILIES[family].cls is RecurrentModel
+        assert batching == ("stream" if recurrent else "windows"), (family, batching)
+        assert recurrent or optimizer == "AdamW", (family, optimizer)
 
 
-def test_ptb_families_sweeps_the_five_presets(tmp_path):
-    cfg = compose_cfg(["experiment=ptb_families"], tmp_path)
-    swept = cfg.hydra.sweeper.params["+family"].split(",")
-    assert swept == [f"ptb/{f}" for f in FAMILIES]
-    assert cfg.data._target_.endswith("PTBDataModule")
+# experiment -> (preset folder, variant presets after their family): every sweep over the compared families
+SWEEPS = {"ptb_families": ("ptb", ()), "shakespeare_families": ("shakespeare", ()),
+          "frontier": ("frontier/shakespeare", ()), "long_range": ("probe", ()),
+          "long_range_copy": ("probe", ("lstm_fb1",)), "long_range_recall": ("probe", ("lstm_fb1", "transformer_causal"))}
+
+
+@pytest.mark.parametrize("experiment", SWEEPS)
+def test_the_sweeps_run_the_compared_families_presets(experiment, tmp_path):
+    folder, variants = SWEEPS[experiment]
+    swept = compose_cfg([f"experiment={experiment}"], tmp_path).hydra.sweeper.params["+family"].split(",")
+    assert [p for p in swept if p.rsplit("/", 1)[1] not in variants] == [f"{folder}/{f}" for f in compared()]
+    assert {f"{folder}/{v}" for v in variants} <= set(swept)
+    assert all((CONF / "family" / f"{p}.yaml").is_file() for p in swept), swept
+
+
+@pytest.mark.slow
+@pytest.mark.corpus("ptb")
+def test_hydras_sweeper_launches_one_job_per_compared_family(tmp_path):
+    """The `${families:ptb}` list as Hydra's own sweeper expands it (jobs built, not trained)."""
+    out = run_cli(["-m", "experiment=ptb_families", "debug=fast", "logger=csv", "train=false", "test=false"], tmp_path)
+    assert out.returncode == 0, out.stderr[-3000:]
+    (sweep,) = (tmp_path / "multiruns").iterdir()
+    jobs = [json.loads(line)["overrides"].split()[0] for line in (sweep / "jobs.jsonl").read_text().splitlines()]
+    assert jobs == [f"+family=ptb/{f}" for f in compared()]
+
+
+def test_variant_presets_follow_their_family_and_must_name_one():
+    names = [p.split("/")[1] for p in presets("probe", "transformer_causal", "lstm_fb1").split(",")]
+    assert names.index("lstm_fb1") == names.index("lstm") + 1
+    assert names.index("transformer_causal") == names.index("transformer") + 1
+    with pytest.raises(ValueError, match="mystery"):
+        presets("probe", "mystery")
+
+
+def _model_config(name: str):
+    """conf/model/<name>.yaml merged over the model yamls it inherits (enough to read its target)."""
+    cfg = OmegaConf.load(CONF / "model" / f"{name}.yaml")
+    parents = [d for d in cfg.get("defaults", []) if isinstance(d, str) and (CONF / "model" / f"{d}.yaml").is_file()]
+    own = OmegaConf.create({k: v for k, v in cfg.items() if k != "defaults"})
+    return OmegaConf.merge(*[_model_config(p) for p in parents], own)
+
+
+def test_each_family_is_its_model_config_and_each_model_config_a_registered_family():
+    for name, fam in FAMILIES.items():  # the entry and conf/model/<name>.yaml agree
+        assert family_of(_model_config(name)) == name and _model_config(name)._target_ == fam.module
+    for path in sorted((CONF / "model").glob("*.yaml")):  # a size preset (gpt_nano) belongs to its family
+        assert family_of(_model_config(path.stem)) in FAMILIES, f"{path.name} is no registered family's config"
+
+
+def test_tables_follow_the_registry_order_and_unknown_names_come_last():
+    assert list(families()) == list(FAMILIES)
+    assert order(["zeta", "gpt", "lstm_fb1", "lstm"]) == ["lstm", "gpt", "lstm_fb1", "zeta"]
+    assert len({f.colour for f in FAMILIES.values()}) == len(FAMILIES)  # one colour each
+
+
+class ToyModel(RecurrentModel):
+    """A throwaway family: the recurrent model under a name of its own."""
+
+
+TOY = Family("toy", f"{__name__}.ToyModel", "C9", base="lstm", compared=True,
+             tiny=("model.hidden_size=8", "model.num_layers=1"))
+
+
+@pytest.fixture
+def toy_family():
+    """The toy family registered, with its model config `model=toy` (what conf/model/toy.yaml would hold)."""
+    store = ConfigStore.instance()
+    node = OmegaConf.load(CONF / "model" / "lstm.yaml")
+    node._target_ = TOY.module
+    store.store(group="model", name="toy", node=node)
+    try:
+        with registered(TOY):
+            yield TOY
+    finally:
+        store.repo["model"].pop("toy.yaml", None)
+
+
+def test_a_registered_family_joins_the_matrix_the_sweeps_and_trains(toy_family, tmp_path):
+    from seqbench.run import build, make_trainer
+
+    assert "`toy`" in markdown().splitlines()[0] and ("toy", "copy") in pairs() and ("toy", "ptb") in pairs()
+    swept = compose_cfg(["experiment=ptb_families"], tmp_path).hydra.sweeper.params["+family"].split(",")
+    assert swept[-1] == "ptb/toy"
+    cfg = compose_cfg(["model=toy", "data=copy", "logger=csv", "trainer=cpu", "trainer.max_steps=1",
+                       "trainer.limit_val_batches=1", "trainer.enable_progress_bar=false", "~callbacks.progress_bar",
+                       "~callbacks.model_summary", "~callbacks.step_checkpoint", "data.T=6", "data.train_size=32",
+                       "data.batch_size=16", "data.eval_batch_size=32", "data.val_size=32", "data.test_size=32",
+                       *toy_family.tiny], tmp_path)
+    assert cfg.recipe == "probe/toy" and cfg.model.optimizer._target_ == "torch.optim.Adam"  # the LSTM's recipe
+    datamodule, model = build(cfg)
+    assert type(model) is ToyModel and family_of(cfg.model) == "toy"
+    trainer = make_trainer(cfg)
+    trainer.fit(model, datamodule=datamodule)
+    assert trainer.global_step == 1
+
+
+def test_a_family_registers_once():
+    with pytest.raises(ValueError, match="already registered"):
+        with registered(Family("lstm", FAMILIES["lstm"].module, "C0")):
+            pass

@@ -106,12 +106,15 @@ def test_frontier_sizes_span_ten_times_in_parameters_and_sweep_budgets(experimen
 
     from conftest import CONF, compose_cfg
     from seqbench.data.spec import TaskSpec
+    from seqbench.families import FAMILIES, compared
+    from seqbench.models.recurrent import RecurrentModel
     from seqbench.run import instantiate
 
     sweep = OmegaConf.load(CONF / "experiment" / f"{experiment}.yaml").hydra.sweeper.params
     assert sweep.size == "s,m,l" and len(str(sweep["budget.flops"]).split(",")) >= 2
     families = [f.rsplit("/", 1)[-1] for f in sweep["+family"].split(",")]
-    assert {"lstm", "gru", "gpt"} <= set(families)
+    assert set(families) <= set(compared()) and len(families) >= 3
+    assert {FAMILIES[f].cls is RecurrentModel for f in families} == {True, False}  # recurrent and attention
     for family in families:
         params = {}
         for size in "sl":

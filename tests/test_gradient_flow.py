@@ -59,7 +59,7 @@ def _independent_gradient(name, model, batch):
     return grad
 
 
-@pytest.mark.parametrize("name", ["lstm", "rnn", "transformer", "gpt"])
+@pytest.mark.parametrize("name", list(_models(_data()[0])))
 def test_probe_matches_autograd_through_an_independent_path(name):
     spec, batch = _data()
     model = _models(spec)[name].eval()

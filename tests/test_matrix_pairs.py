@@ -21,17 +21,10 @@ from omegaconf import OmegaConf
 from conftest import FIXTURES, compose_cfg
 from seqbench.analysis.matrix import pairs
 from seqbench.data import cifar10
+from seqbench.families import FAMILIES
 from seqbench.config_check import check_config
 from seqbench.run import instantiate, make_trainer
 
-SMALL_ATTENTION = ["model.n_layer=1", "model.n_head=2", "model.d_model=32"]
-FAMILY_ARGS = {
-    "rnn": ["model.hidden_size=16"], "lstm": ["model.hidden_size=16"], "gru": ["model.hidden_size=16"],
-    "transformer": [*SMALL_ATTENTION, "model.context=32"], "gpt": [*SMALL_ATTENTION, "model.context=32"],
-    "bert": [*SMALL_ATTENTION, "model.context=32", "model.tokenizer_vocab=300"],
-    "t5": [*SMALL_ATTENTION, "model.d_kv=16", "model.d_ff=64"],
-    "vit": [*SMALL_ATTENTION], "cnn": ["model.widths=[4,8]", "model.hidden=16"], "hmm": ["model.states=8"],
-}
 PROBE = ["data.T=10", "data.batch_size=16", "data.train_size=64", "data.eval_batch_size=32", "data.val_size=32",
          "data.test_size=32"]
 SUBWORDS = ["data.vocab_size=300", "data.tgt_vocab_size=300", "data.val_bleu_every_n_epochs=0"]
@@ -76,7 +69,7 @@ def test_every_matrix_pair_trains_a_step_and_validates(model, data, tmp_path, tm
     if data.startswith("multi30k"):
         extra = [f"data.cache_dir={tmp_path_factory.getbasetemp() / 'tokenizers'}"]
     cfg = compose_cfg(["logger=csv", "trainer=cpu", "trainer.enable_progress_bar=false", "~callbacks.progress_bar",
-                       "~callbacks.model_summary", f"model={model}", f"data={data}", *FAMILY_ARGS[model],
+                       "~callbacks.model_summary", f"model={model}", f"data={data}", *FAMILIES[model].tiny,
                        *DATA_ARGS.get(data, []), *extra, *STEP], tmp_path)
     check_config(cfg, {"model": model, "data": data})
     key = str(OmegaConf.to_container(cfg.data, resolve=True))

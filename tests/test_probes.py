@@ -13,6 +13,7 @@ from conftest import TINY
 from seqbench.data import probes
 from seqbench.data.streams import IGNORE_INDEX
 from seqbench.data.synthetic import AddingDataModule, CopyDataModule, RecallDataModule
+from seqbench.families import FAMILIES, compared
 from seqbench.models.recurrent import RecurrentModel
 
 
@@ -195,14 +196,13 @@ def _recomputed(cfg, checkpoint: str) -> float:
         return (model.regress(test) - test["target"]).pow(2).mean().item()
 
 
-@pytest.mark.parametrize("family", ["rnn", "transformer", "gpt"])
+@pytest.mark.parametrize("family", compared())
 def test_long_range_experiment_trains_and_logs_the_baseline(family, cfg_factory, tmp_path):
     """One tiny job of the sweep through `seqbench.run.train`: the baseline lands in metrics.json."""
     from seqbench.run import train
 
-    sizes = ["model.hidden_size=16"] if family == "rnn" else ["model.n_layer=1", "model.d_model=16"]
     cfg = cfg_factory([*TINY, "experiment=long_range", f"+family=probe/{family}", "data.T=6", "data.train_size=64",
-                       "data.val_size=250", "data.test_size=250", "trainer.max_steps=3", *sizes], tiny=False)
+                       "data.val_size=250", "data.test_size=250", "trainer.max_steps=3", *FAMILIES[family].tiny], tiny=False)
     metrics = train(cfg, tmp_path)
     assert metrics["status"] == "completed"
     assert metrics["val/baseline_acc"] == pytest.approx(1 / 8)

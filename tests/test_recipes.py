@@ -12,9 +12,9 @@ import json
 import pytest
 from omegaconf import OmegaConf
 
-from conftest import CONF, compose_cfg, run_cli
+from conftest import CONF, FIXTURES, compose_cfg, run_cli
 from seqbench.analysis.matrix import data_class, pairs
-from seqbench.compose import family_of, recipe_for, task_of
+from seqbench.compose import family_of, recipe_file, recipe_for, task_of
 
 
 def test_every_matrix_pair_has_a_recipe_file(tmp_path):
@@ -29,6 +29,46 @@ def test_every_matrix_pair_has_a_recipe_file(tmp_path):
         if not path.is_file():
             missing.append(f"{model} x {data}: conf/recipe/{name}.yaml")
     assert not missing, missing
+
+
+# What each recipe set, per family and recipe (one corpus each), recorded before the 17 alias recipes
+# (`conf/recipe/<task>/gru.yaml` = "the LSTM's with the GRU cell", ...) gave way to the base family's
+# file (commit 26afb34): the keys whose values differ from the same command with `recipe=none`.
+BEFORE = json.loads((FIXTURES / "recipes_before_issue34.json").read_text())
+
+
+def _flat(node, prefix=""):
+    for k, v in node.items():
+        if k == "hydra":
+            continue
+        yield from _flat(v, f"{prefix}{k}.") if isinstance(v, dict) else [(f"{prefix}{k}", v)]
+
+
+def _recipe_effect(args: list[str], tmp_path) -> dict:
+    a = dict(_flat(OmegaConf.to_container(compose_cfg(args, tmp_path), resolve=False)))
+    b = dict(_flat(OmegaConf.to_container(compose_cfg([*args, "recipe=none"], tmp_path), resolve=False)))
+    return {k: a.get(k, "<absent>") for k in sorted(a.keys() | b.keys()) if a.get(k, "<absent>") != b.get(k, "<absent>")}
+
+
+def test_every_family_and_task_the_registry_supports_has_a_recorded_recipe():
+    recorded = {(k.split()[0], v["recipe"]) for k, v in BEFORE.items()}
+    for model, data in pairs():
+        task = task_of(OmegaConf.load(CONF / "data" / f"{data}.yaml"))
+        assert (model, f"{task}/{model}") in recorded, f"{model} x {data}: no recipe for {task}/{model}"
+        assert (CONF / "recipe" / f"{recipe_file(f'{task}/{model}')}.yaml").is_file(), (model, task)
+
+
+@pytest.mark.parametrize("pair", sorted(BEFORE))
+def test_a_recipe_resolves_to_the_values_it_had_before(pair, tmp_path):
+    model, data = pair.split()
+    assert _recipe_effect([f"model={model}", f"data={data}"], tmp_path) == BEFORE[pair]
+
+
+def test_the_base_familys_recipe_serves_a_family_without_its_own():
+    assert recipe_file("classification/gru") == "classification/lstm"
+    assert recipe_file("lm/rnn") == "lm/rnn"  # its own: a 10x smaller rate
+    assert recipe_file("probe/transformer") == "probe/gpt"
+    assert recipe_file("translation/vit") == "translation/vit"  # none: the model config's defaults apply
 
 
 def test_the_probes_have_a_recipe_of_their_own():
@@ -70,7 +110,7 @@ def test_the_command_line_wins_over_the_recipe(tmp_path):
 def _presets() -> list[str]:
     out = [f"+family={p.parent.name}/{p.stem}" for p in sorted((CONF / "family").glob("*/*.yaml"))
            if p.parent.name not in ("pretraining", "probe")]  # those presets pick no data: their experiments do
-    out += [f"experiment=long_range +family=probe/{f}" for f in ("rnn", "lstm", "lstm_fb1", "gru", "transformer", "transformer_causal", "gpt")]
+    out += [f"experiment=long_range +family=probe/{p.stem}" for p in sorted((CONF / "family" / "probe").glob("*.yaml"))]
     out += [f"experiment=pretraining +family=pretraining/{f} pretrained.bert=x pretrained.gpt=x"
             for f in ("bilstm", "bert", "gpt", "bert_pretrained", "gpt_reinit")]
     out += [f"experiment={p.stem}" for p in sorted((CONF / "experiment").glob("*.yaml"))
@@ -116,7 +156,7 @@ def test_the_run_saves_and_logs_its_recipe_and_its_saved_config_reproduces_it(tm
     assert (saved.model.optimizer._target_, saved.trainer.gradient_clip_val) == ("torch.optim.Adam", 5.0)
     assert saved.trainer.limit_train_batches == 5  # debug=fast is in the saved file too
     log = (run / "train.log").read_text()
-    assert "recipe classification/gru (conf/recipe/classification/gru.yaml)" in log
+    assert "recipe classification/gru (conf/recipe/classification/lstm.yaml, the lstm recipe)" in log
     # the saved file composes to the same run, and no second recipe is laid over it
     rerun = tmp_path / "b" / "run"
     again = run_cli(["--config-path", str(run / ".hydra"), "--config-name", "config", f"hydra.run.dir={rerun}"],

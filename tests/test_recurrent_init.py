@@ -10,7 +10,7 @@ import torch
 from seqbench.data.synthetic import AddingDataModule, CopyDataModule
 from seqbench.errors import ConfigError
 from seqbench.models.recurrent import RecurrentModel
-from seqbench.nn.cells import make_rnn
+from seqbench.nn.cells import GATES, make_rnn
 from seqbench.nn.recurrent_init import init_recurrence
 
 H = 6
@@ -44,7 +44,7 @@ def test_the_default_forget_bias_is_pytorchs_uniform_init_with_mean_zero():
     assert abs(summed.mean().item()) < 0.01 and summed.abs().max().item() <= 2 / 512**0.5
 
 
-@pytest.mark.parametrize("cell, gates", [("lstm", 4), ("gru", 3), ("rnn", 1)])
+@pytest.mark.parametrize("cell, gates", sorted(GATES.items()))
 @pytest.mark.parametrize("how", ["orthogonal", "identity"])
 def test_recurrent_init_makes_each_gates_block_orthogonal_or_the_identity(cell, gates, how):
     torch.manual_seed(0)

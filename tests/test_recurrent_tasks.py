@@ -12,6 +12,7 @@ from seqbench.data.spec import TaskSpec
 from seqbench.data.streams import IGNORE_INDEX
 from seqbench.errors import ConfigError
 from seqbench.models.recurrent import RecurrentModel
+from seqbench.nn.cells import GATES
 from seqbench.nn.recurrent_encoder import RecurrentEncoder
 
 
@@ -21,7 +22,7 @@ def _model(task="classification", **kw):
                           num_layers=2, **kw).eval()
 
 
-@pytest.mark.parametrize("cell", ["lstm", "gru", "rnn"])
+@pytest.mark.parametrize("cell", sorted(GATES))
 def test_reference_encoder_with_lengths_matches_packed_fused_encoder(cell):
     torch.manual_seed(0)
     fused = RecurrentEncoder(cell, 6, num_layers=2, bidirectional=True, vocab_size=20, embedding_size=5).eval()

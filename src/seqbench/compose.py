@@ -3,13 +3,15 @@
 1. **The training recipe follows the task.** `model=lstm data=sst2` must not train a sentiment
    classifier with the recurrent family's language-model recipe (SGD at lr 20). A recipe is a config
    file per family and task, `conf/recipe/<task>/<family>.yaml` (optimizer, rate, schedule, clipping,
-   epochs), and the task is known only from the data's class — a Hydra defaults list cannot choose a
-   group by it (an interpolated default may not override groups). So the run composes once, reads the
-   task and family, and composes again with `recipe=<task>/<family>`. The `recipe` group sits before
-   `experiment` in `conf/train.yaml`, so an experiment, a preset (`+family=...`) and the command line
-   all win over it; `recipe=none` turns it off and `recipe=<task>/<family>` picks one by hand. The
-   name of the recipe used is kept in the config (`recipe:`), so a run's saved `.hydra/config.yaml`
-   shows every value used and composes to the same run again without a second recipe.
+   epochs); a family without one for a task takes its base family's (seqbench.families: GRU and RNN
+   the LSTM's, the Transformer and BERT the GPT's). The task is known only from the data's class — a
+   Hydra defaults list cannot choose a group by it (an interpolated default may not override groups).
+   So the run composes once, reads the task and family, and composes again with the recipe file. The
+   `recipe` group sits before `experiment` in `conf/train.yaml`, so an experiment, a preset
+   (`+family=...`) and the command line all win over it; `recipe=none` turns it off and
+   `recipe=<task>/<family>` picks a file by hand. The recipe's name, `<task>/<family>` whichever file
+   served it, is kept in the config (`recipe:`), so a run's saved `.hydra/config.yaml` shows every
+   value used and composes to the same run again without a second recipe.
 2. **A debug mode bounds every preset.** `debug=fast` must check any config end to end in seconds, but
    `+family=...` is appended after `debug` in the defaults list, so a preset's `max_steps` or
    `max_epochs` would win. The debug mode's trainer values are therefore re-applied as overrides that
@@ -24,7 +26,9 @@ from pathlib import Path
 
 import yaml
 from hydra.utils import get_class
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig, OmegaConf, open_dict
+
+from seqbench.families import FAMILIES, family_of
 
 log = logging.getLogger("seqbench")
 
@@ -45,12 +49,6 @@ def _key_set(overrides: list[str], key: str) -> bool:
     return any(o.lstrip("+~").split("=", 1)[0] == key for o in overrides)
 
 
-def family_of(model: DictConfig) -> str:
-    """The recipe name of a model config: the recurrent cell (rnn, lstm, gru) or the family's module."""
-    cls = get_class(model._target_)
-    return str(model.get("cell") or cls.__module__.rsplit(".", 1)[-1])
-
-
 def task_of(data: DictConfig) -> str:
     """The recipe folder of a data config: the task it poses, or `probe` for the synthetic probes,
     which need their own recipe (fresh data every batch, nothing to overfit, long gaps)."""
@@ -59,9 +57,24 @@ def task_of(data: DictConfig) -> str:
 
 
 def recipe_for(cfg: DictConfig, conf_dir: Path = CONF_DIR) -> tuple[str, Path]:
-    """(name, file) of the recipe for this model and data; the file may not exist."""
+    """(name, file) of the recipe for this model and data: `<task>/<family>` and the file that serves it
+    (`recipe_file`); the file may not exist (no recipe: the model config's defaults apply)."""
     name = f"{task_of(cfg.data)}/{family_of(cfg.model)}"
-    return name, conf_dir / "recipe" / f"{name}.yaml"
+    return name, conf_dir / "recipe" / f"{recipe_file(name, conf_dir)}.yaml"
+
+
+def recipe_file(name: str, conf_dir: Path = CONF_DIR) -> str:
+    """The recipe file (under conf/recipe/) that serves the recipe `<task>/<family>`: the family's own
+    if it has one, else its base family's (seqbench.families: GRU and RNN take the LSTM's, the
+    Transformer and BERT the GPT's), following bases; `name` itself when none has one."""
+    task, _, family = name.partition("/")
+    seen: set[str] = set()
+    while family and family not in seen:
+        if (conf_dir / "recipe" / task / f"{family}.yaml").is_file():
+            return f"{task}/{family}"
+        seen.add(family)
+        family = FAMILIES[family].base if family in FAMILIES else None
+    return name
 
 
 def debug_overrides(name: str, conf_dir: Path = CONF_DIR) -> list[str]:
@@ -88,7 +101,7 @@ def finalize(cfg: DictConfig, overrides: list[str], choices: dict, compose: Comp
         except Exception:  # an unknown _target_: check_config says so in one sentence before any work
             auto, path = "", None
         if path is not None and path.is_file():
-            name, extra = auto, [f"recipe={auto}"]
+            name, extra = auto, [f"recipe={recipe_file(auto, conf_dir)}"]
     debug = choices.get("debug")
     bounds = [o for o in debug_overrides(debug, conf_dir) if not _key_set(overrides, o.split("=", 1)[0])] if debug else []
     chosen_by_hand = name is not None and not extra and name != "none"
@@ -98,7 +111,9 @@ def finalize(cfg: DictConfig, overrides: list[str], choices: dict, compose: Comp
     if name and name != "none":
         without = cfg if extra else compose([o for o in overrides if not o.lstrip("+").startswith("recipe=")]
                                             + ["recipe=none"])
-        keep_later_groups(without, final, name, conf_dir)
+        keep_later_groups(without, final, extra[0].split("=", 1)[1] if extra else name, conf_dir)
+        with open_dict(final):
+            final.recipe = name  # the recipe of this family and task (classification/gru), whichever file served it
     return final
 
 
@@ -145,8 +160,9 @@ def describe(cfg: DictConfig, conf_dir: Path = CONF_DIR) -> str:
     """One line for the run's log: which recipe applied, from which file."""
     recipe = cfg.get("recipe")
     if recipe and recipe != "none":
-        return (f"recipe {recipe} (conf/recipe/{recipe}.yaml) under the command line, experiment and "
-                f"presets; recipe=none turns it off")
+        served = recipe_file(recipe, conf_dir)
+        source = f"conf/recipe/{served}.yaml" + (f", the {served.split('/', 1)[1]} recipe" if served != recipe else "")
+        return f"recipe {recipe} ({source}) under the command line, experiment and presets; recipe=none turns it off"
     try:
         name, _ = recipe_for(cfg, conf_dir)
     except Exception:  # a config without a model or data (eval.py)

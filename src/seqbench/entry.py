@@ -27,6 +27,16 @@ def register_resolvers() -> None:
         # the checkout's root when run from a clone; the working directory for an installed package
         root = PROJECT_ROOT if (PROJECT_ROOT / "conf").is_dir() else Path.cwd()
         OmegaConf.register_new_resolver("project_root", lambda: str(root))
+    if not OmegaConf.has_resolver("families"):
+        OmegaConf.register_new_resolver("families", _family_presets)
+
+
+def _family_presets(folder: str, *variants: str) -> str:
+    """`${families:ptb}` -> `ptb/rnn,ptb/lstm,...`: an experiment's sweep over the compared families
+    (seqbench.families), imported on use so that the command line is parsed before torch loads."""
+    from seqbench.families import presets
+
+    return presets(folder, *variants)
 
 
 def hydra_context() -> tuple[Path, dict, list[str], bool]:

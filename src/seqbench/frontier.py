@@ -193,9 +193,11 @@ def plot(cfgs: list[Config], x: str, xlabel: str, path: Path) -> Path:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    from seqbench.families import colour
+
     fig, ax = plt.subplots(figsize=(7.2, 4.6), dpi=100)
     for i, (family, cs) in enumerate(sorted(by_family(cfgs).items())):
-        color = f"C{i}"
+        color = colour(family, f"C{i}")
         for c in cs:
             pts = [p for p in c.points if p.get(x) is not None]
             if pts:

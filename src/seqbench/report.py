@@ -233,9 +233,11 @@ def plot_curves(groups: dict[str, list[Run]], x_key: str, xlabel: str, path: Pat
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    from seqbench.families import colour
+
     fig, ax = plt.subplots(figsize=(6.4, 4.2), dpi=100)
     for i, (name, rs) in enumerate(sorted(groups.items())):
-        color = f"C{i}"
+        color = colour(name, f"C{i}")
         for j, run in enumerate(rs):
             points = [(row[x_key], row["val/ppl"]) for row in run.curve if row.get(x_key) is not None]
             if points:
@@ -259,12 +261,14 @@ def plot_params(groups: dict[str, list[Run]], path: Path) -> Path:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    from seqbench.families import colour
+
     fig, ax = plt.subplots(figsize=(6.4, 4.2), dpi=100)
     for i, (name, rs) in enumerate(sorted(groups.items())):
         params = mean_std([r.metrics.get("params_non_embedding") for r in rs])[0]
         ppl, std = mean_std([r.best_val_ppl() for r in rs])
         if params and ppl:
-            ax.errorbar([params], [ppl], yerr=[std or 0.0], fmt="o", color=f"C{i}", capsize=3, label=name)
+            ax.errorbar([params], [ppl], yerr=[std or 0.0], fmt="o", color=colour(name, f"C{i}"), capsize=3, label=name)
             ax.annotate(name, (params, ppl), textcoords="offset points", xytext=(5, 5))
     ax.set_xscale("log")
     ax.set_xlabel("parameters without embeddings")

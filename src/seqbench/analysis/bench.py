@@ -49,8 +49,9 @@ from pathlib import Path
 import torch
 
 H100_BF16_DENSE_TFLOPS = 989.0  # NVIDIA H100 SXM datasheet, dense (no sparsity)
-DEFAULT_FAMILIES = ("ptb/rnn,ptb/lstm,ptb/gru,ptb/transformer,ptb/gpt,ptb/gpt:reference,"
-                    "ptb/transformer:dropout=0,ptb/gpt:dropout=0")
+# after the compared families' PTB presets: GPT with written-out attention (memory ~T²) and the
+# attention models without dropout (the only case PyTorch's CPU flash kernel accepts)
+ATTENTION_VARIANTS = ("ptb/gpt:reference", "ptb/transformer:dropout=0", "ptb/gpt:dropout=0")
 FIELDS = ["device", "family", "batch", "length", "status", "step_ms", "tokens_per_s", "peak_mem_mb",
           "params_non_embedding", "flops_per_token", "tflops", "mfu", "peak_tflops", "peak_source", "load_1min",
           "attention_kernel"]
@@ -60,24 +61,35 @@ SDPA_KERNELS = {"_scaled_dot_product_flash_attention": "flash", "_scaled_dot_pro
 
 
 # -- the models -----------------------------------------------------------------------------------
-def build_model(family: str, vocab: int, length: int):
-    """The LightningModule of a family preset (`ptb/gpt`, `ptb/gpt:reference`, `ptb/gpt:dropout=0`) for
-    sequences of `length`."""
-    from hydra import compose, initialize_config_dir
-    from hydra.core.global_hydra import GlobalHydra
-    from hydra.utils import instantiate
+def default_families() -> list[str]:
+    """The compared families' PTB presets (seqbench.families), then the attention variants."""
+    from seqbench.families import presets
 
-    from seqbench.data.spec import TaskSpec
-    from seqbench.entry import PROJECT_ROOT, register_resolvers
+    return [*presets("ptb").split(","), *ATTENTION_VARIANTS]
+
+
+def preset_config(family: str):
+    """The config `python src/train.py +family=<preset>` runs with (seqbench.compose: recipe included),
+    with a variant's overrides (`ptb/gpt:reference`, `ptb/gpt:dropout=0`) after it."""
+    from seqbench.compose import compose_final
+    from seqbench.entry import register_resolvers
 
     preset, *variants = family.split(":")
-    overrides = [f"+family={preset}"]
+    overrides = [f"+family={preset}", "logger=csv"]
     for variant in variants:
         overrides.append("model.attn_impl=reference" if variant == "reference" else f"model.{variant}")
     register_resolvers()
-    GlobalHydra.instance().clear()
-    with initialize_config_dir(config_dir=str(PROJECT_ROOT / "conf"), version_base="1.3"):
-        cfg = compose(config_name="train", overrides=overrides)
+    return compose_final(overrides)
+
+
+def build_model(family: str, vocab: int, length: int):
+    """The LightningModule of a family preset (`ptb/gpt`, `ptb/gpt:reference`, `ptb/gpt:dropout=0`) for
+    sequences of `length`."""
+    from hydra.utils import instantiate
+
+    from seqbench.data.spec import TaskSpec
+
+    cfg = preset_config(family)
     if "context" in cfg.model:
         cfg.model.context = length
     return instantiate(cfg.model, spec=TaskSpec("lm", vocab_size=vocab))
@@ -328,7 +340,7 @@ def _ints(text: str) -> list[int]:
 def main(argv: list[str] | None = None) -> list[dict]:
     parser = argparse.ArgumentParser(prog="python -m seqbench.bench", description=__doc__.split("\n\n")[0])
     parser.add_argument("--device", default="auto", help="cpu, cuda or auto (cuda when available)")
-    parser.add_argument("--families", default=DEFAULT_FAMILIES,
+    parser.add_argument("--families", default=",".join(default_families()),
                         help="family presets (conf/family/...); ':reference' uses the written-out attention, "
                              "':key=value' sets model.key (':dropout=0')")
     parser.add_argument("--lengths", default="64,128,256,512,1024,2048,4096")

@@ -40,13 +40,14 @@ def answer_accuracy(model, batch: dict, num_symbols: int, copy_length: int, seed
 
 
 def main(argv: list[str] | None = None) -> dict:
-    from seqbench.analysis.gradient_flow import FAMILIES, build_family, trained_checkpoints
+    from seqbench.analysis.gradient_flow import build_family, trained_checkpoints
+    from seqbench.families import compared
 
     parser = argparse.ArgumentParser(prog="python -m seqbench.analysis.copy_positions",
                                      description=__doc__.split("\n\n")[0])
     parser.add_argument("runs", type=Path, nargs="+", help="long_range multirun directories")
     parser.add_argument("--T", type=int, required=True)
-    parser.add_argument("--families", nargs="+", default=list(FAMILIES), choices=FAMILIES)
+    parser.add_argument("--families", nargs="+", default=compared(), choices=compared())
     args = parser.parse_args(argv)
     checkpoints = trained_checkpoints(args.runs, args.T)
     results = {}

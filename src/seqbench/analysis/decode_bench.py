@@ -4,8 +4,9 @@
     python -m seqbench.analysis.decode_bench --threads 1 --beam 5 --lengths 16,32,64
     python -m seqbench.analysis.decode_bench --families gpt --device cuda
 
-The models are the families at their default sizes (`conf/model/<family>.yaml`), with random
-weights in eval mode: the Transformer encoder-decoder and T5 on a translation spec shaped like
+The models are the families whose decoding keeps a key/value cache (`kv_cache`) at their default
+sizes (`conf/model/<family>.yaml`, composed as `src/train.py model=<family> data=multi30k` or, for an
+LM, `data=ptb` would compose them: the recipe included), with random weights in eval mode: the Transformer encoder-decoder and T5 on a translation spec shaped like
 Multi30k's defaults (source vocabulary 8,000, target 6,000; T5 one table for both), GPT as a
 language model (vocabulary `--vocab`). A case decodes exactly T tokens per sentence for a batch of
 `--batch` sentences (128: Multi30k's `eval_batch_size`): `seqbench.nn.decoding.greedy` (or
@@ -38,20 +39,32 @@ SRC_VOCAB, TGT_VOCAB = 8000, 6000  # conf/data/multi30k.yaml: vocab_size, tgt_vo
 BOS, EOS, PAD, NEVER = 2, 3, 0, -1
 
 
+def cached_families() -> list[str]:
+    """The families whose decoding keeps a key/value cache (`kv_cache`), in table order."""
+    from seqbench.families import FAMILIES
+
+    return [name for name, family in FAMILIES.items() if family.cls.kv_cache]
+
+
+def translates(family: str) -> bool:
+    """Timed as a translator (beam search from a source) when it translates, else as an LM (`generate`)."""
+    from seqbench.families import FAMILIES
+
+    return "translation" in FAMILIES[family].tasks
+
+
 def build_model(family: str, vocab: int):
-    """A family at the sizes of `conf/model/<family>.yaml`, random weights, eval mode."""
-    from hydra import compose, initialize_config_dir
-    from hydra.core.global_hydra import GlobalHydra
+    """A family at the sizes of `conf/model/<family>.yaml` as `python src/train.py model=<family>
+    data=<ptb or multi30k>` builds it (seqbench.compose: the recipe included), random weights, eval mode."""
     from hydra.utils import instantiate
 
+    from seqbench.compose import compose_final
     from seqbench.data.spec import TaskSpec
-    from seqbench.entry import PROJECT_ROOT, register_resolvers
+    from seqbench.entry import register_resolvers
 
     register_resolvers()
-    GlobalHydra.instance().clear()
-    with initialize_config_dir(config_dir=str(PROJECT_ROOT / "conf"), version_base="1.3"):
-        cfg = compose(config_name="train", overrides=[f"model={family}"])
-    if family == "gpt":
+    cfg = compose_final([f"model={family}", f"data={'multi30k' if translates(family) else 'ptb'}", "logger=csv"])
+    if not translates(family):
         spec = TaskSpec("lm", vocab_size=vocab)
     else:
         spec = TaskSpec("translation", src_vocab_size=SRC_VOCAB, tgt_vocab_size=TGT_VOCAB, pad_id=PAD, bos_id=BOS,
@@ -64,7 +77,7 @@ def decoder(model, family: str, batch: int, beam: int, src_len: int, vocab: int,
     from seqbench.nn.decoding import beam_search
 
     g = torch.Generator().manual_seed(0)
-    if family == "gpt":
+    if not translates(family):
         prompt = torch.randint(vocab, (batch, 1), generator=g).to(device)
         return lambda T, use_cache: model.generate(prompt, T, temperature=0, use_cache=use_cache)
     src = torch.randint(4, SRC_VOCAB, (batch, src_len), generator=g).to(device)
@@ -167,7 +180,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
     parser = argparse.ArgumentParser(prog="python -m seqbench.analysis.decode_bench",
                                      description=__doc__.split("\n\n")[0])
     parser.add_argument("--device", default="cpu", help="cpu, cuda or auto (cuda when available)")
-    parser.add_argument("--families", default="transformer,t5,gpt", help="conf/model/<family>.yaml")
+    parser.add_argument("--families", default=",".join(cached_families()), help="conf/model/<family>.yaml")
     parser.add_argument("--lengths", default="16,32,64,128,256")
     parser.add_argument("--batch", type=int, default=128, help="sentences (Multi30k's eval_batch_size)")
     parser.add_argument("--beam", type=int, default=1, help="1: greedy; K: beam search, B x K rows")

@@ -36,7 +36,7 @@ from seqbench.checkpoints import load_weights
 from seqbench.data.streams import IGNORE_INDEX
 from seqbench.entry import run_command
 
-FAMILIES = ("rnn", "lstm", "gru", "transformer", "gpt")
+from seqbench.families import colour, compared
 
 
 def first_layer(model: nn.Module) -> nn.Module:
@@ -116,22 +116,12 @@ def build_family(family: str, T: int, seed: int = 0, overrides: list[str] | None
 
 
 def _compose(overrides: list[str]):
-    from hydra import compose, initialize_config_dir
-    from hydra.core.global_hydra import GlobalHydra
-    from hydra.core.hydra_config import HydraConfig
-    from omegaconf import open_dict
-
-    from seqbench.entry import PROJECT_ROOT, register_resolvers
+    """The config `python src/train.py <overrides>` runs with: Hydra, then the recipe (seqbench.compose)."""
+    from seqbench.compose import compose_final
+    from seqbench.entry import register_resolvers
 
     register_resolvers()
-    GlobalHydra.instance().clear()
-    with initialize_config_dir(config_dir=str(PROJECT_ROOT / "conf"), version_base="1.3"):
-        cfg = compose(config_name="train", overrides=overrides, return_hydra_config=True)
-    with open_dict(cfg):
-        cfg.hydra.runtime.output_dir = str(Path.cwd())
-        cfg.hydra.job.num = 0
-    HydraConfig.instance().set_config(cfg)
-    return cfg
+    return compose_final(overrides)
 
 
 def trained_checkpoints(runs: Path | list[Path], T: int) -> dict[str, Path]:
@@ -191,7 +181,7 @@ def write_outputs(results: dict[str, list], out: Path, title: str, stem: str = "
     fig, ax = plt.subplots(figsize=(6.5, 4))
     for family, rows in results.items():
         d, v = zip(*[(d, v) for d, v in rows if v > 0])  # an exact 0 (underflow) has no place on a log axis
-        ax.plot(d, v, label=family)
+        ax.plot(d, v, label=family, color=colour(family))
     ax.set_yscale("log")
     ax.set_xlabel("distance from the loss position (steps)")
     ax.set_ylabel("||dL/dx_t|| (mean over examples)")
@@ -226,7 +216,7 @@ def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(prog="python -m seqbench.analysis.gradient_flow",
                                      description=__doc__.split("\n\n")[0])
     parser.add_argument("--T", type=int, default=200, help="copy-memory gap")
-    parser.add_argument("--families", nargs="+", default=list(FAMILIES), choices=FAMILIES)
+    parser.add_argument("--families", nargs="+", default=compared(), choices=compared())
     parser.add_argument("--runs", type=Path, nargs="+",
                         help="long_range multirun dirs: probe their trained models instead of fresh ones")
     parser.add_argument("--n", type=int, default=64, help="examples averaged over")

@@ -14,23 +14,17 @@ from __future__ import annotations
 
 import argparse
 import time
-from pathlib import Path
 
 import torch
 
-ROOT = Path(__file__).resolve().parents[3]
-
 
 def compose(family: str, overrides: list[str]):
-    from hydra import compose as hydra_compose, initialize_config_dir
-    from hydra.core.global_hydra import GlobalHydra
-
+    """The config `python src/train.py +family=<family> <overrides>` runs with (seqbench.compose)."""
+    from seqbench.compose import compose_final
     from seqbench.entry import register_resolvers
 
     register_resolvers()
-    GlobalHydra.instance().clear()
-    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
-        return hydra_compose(config_name="train", overrides=[f"+family={family}", "paths.data_dir=.", *overrides])
+    return compose_final([f"+family={family}", "paths.data_dir=.", "logger=csv", *overrides])
 
 
 def step_time(family: str, overrides: list[str], batch: int, steps: int) -> dict:

@@ -30,9 +30,8 @@ from pathlib import Path
 import yaml
 
 from seqbench.data.probes import recall_frequency_baseline
+from seqbench.families import colour, order
 from seqbench.report import Run, read_local
-
-FAMILY_ORDER = ("rnn", "lstm", "gru", "transformer", "gpt")
 
 
 def _config(run: Run, root_parent: Path) -> dict:
@@ -106,8 +105,7 @@ def _draw_references(ax, rows: list[dict], base_key: str) -> None:
 
 
 def _families(rows: list[dict]) -> list[str]:
-    present = {r["family"] for r in rows}
-    return [f for f in FAMILY_ORDER if f in present] + sorted(present - set(FAMILY_ORDER))
+    return order(r["family"] for r in rows)
 
 
 def table(rows: list[dict], key: str | None = None) -> str:
@@ -259,7 +257,7 @@ def plot_solve(rows: list[dict], path: Path, title: str) -> Path:
     markers = "osD^v<>p"
     for i, family in enumerate(_families(rows)):
         style = dict(marker=markers[i % len(markers)], markersize=8 - 0.6 * i, linewidth=2.5 - 0.3 * i,
-                     linestyle="-" if i % 2 == 0 else "--", label=family, color=f"C{i}")
+                     linestyle="-" if i % 2 == 0 else "--", label=family, color=colour(family, f"C{i}"))
         points, steps = [], []
         for t in gaps:
             done = _done(_cell(rows, family, t))

@@ -14,31 +14,14 @@ from pathlib import Path
 from hydra.utils import get_class
 from omegaconf import OmegaConf
 
+from seqbench.families import FAMILIES
+
 CONF = Path(__file__).resolve().parents[3] / "conf"
 
 
-ORDER = ["rnn", "lstm", "gru", "transformer", "gpt", "bert", "t5", "vit", "cnn", "hmm"]  # recurrent, attention, images, statistical
-
-
-def families(conf: Path = CONF) -> dict[str, type]:
-    """Each model yaml that is a family rather than a size preset of one (`gpt_nano` -> `gpt`): a yaml
-    that inherits another model yaml is a preset unless it changes the cell (`rnn`, `gru`)."""
-    out = {}
-    for path in sorted((conf / "model").glob("*.yaml")):
-        cfg = OmegaConf.load(path)
-        inherits = any(isinstance(d, str) and (conf / "model" / f"{d}.yaml").exists() for d in cfg.get("defaults", []))
-        if inherits and "cell" not in cfg:
-            continue
-        target = OmegaConf.to_container(OmegaConf.merge(*_chain(conf, path.stem)))["_target_"]
-        out[path.stem] = get_class(target)
-    return dict(sorted(out.items(), key=lambda kv: (ORDER.index(kv[0]) if kv[0] in ORDER else len(ORDER), kv[0])))
-
-
-def _chain(conf: Path, name: str) -> list:
-    """The yaml of `name` after those it inherits (enough to read `_target_`)."""
-    cfg = OmegaConf.load(conf / "model" / f"{name}.yaml")
-    parents = [d for d in cfg.get("defaults", []) if isinstance(d, str) and (conf / "model" / f"{d}.yaml").exists()]
-    return [c for p in parents for c in _chain(conf, p)] + [OmegaConf.create({k: v for k, v in cfg.items() if k != "defaults"})]
+def families() -> dict[str, type]:
+    """Each family's LightningModule, in table order (`seqbench.families`)."""
+    return {name: fam.cls for name, fam in FAMILIES.items()}
 
 
 def corpora(conf: Path = CONF) -> dict[str, str]:
@@ -61,12 +44,12 @@ def supports(model_cls: type, data_cls: type) -> bool:
 
 def pairs(conf: Path = CONF) -> list[tuple[str, str]]:
     """Every (model, data) the README marks with a ✓; tests/test_matrix_pairs.py trains a step of each."""
-    models = families(conf)
+    models = families()
     return [(m, d) for d in corpora(conf) for m, cls in models.items() if supports(cls, data_class(conf, d))]
 
 
 def markdown(conf: Path = CONF) -> str:
-    models = families(conf)
+    models = families()
     rows: dict[tuple[str, bool], list[str]] = {}  # (task, serves words) -> corpora
     for data, task in corpora(conf).items():
         rows.setdefault((task, getattr(data_class(conf, data), "serves_words", False)), []).append(data)

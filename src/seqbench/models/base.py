@@ -28,6 +28,9 @@ class SeqModel(L.LightningModule):
     #: "stream" (truncated BPTT, state carried) or "windows" (fixed context): how an LM DataModule
     #: should batch a corpus for this family
     lm_batching = "stream"
+    #: whether its decoding keeps a key/value cache (`seqbench.nn.kv_cache`): the families
+    #: `seqbench.analysis.decode_bench` times with and without it
+    kv_cache = False
 
     def __init__(self, spec: TaskSpec, optimizer: Callable, scheduler: Callable | None = None,
                  scheduler_interval: str = "epoch", scheduler_monitor: str | None = None) -> None:

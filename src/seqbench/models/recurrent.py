@@ -36,6 +36,7 @@ from torch import nn
 from seqbench.data.spec import TaskSpec
 from seqbench.errors import ConfigError
 from seqbench.models.base import SeqModel
+from seqbench.nn.cells import GATES
 from seqbench.nn.char_features import CharCNN
 from seqbench.nn.crf import CRF
 from seqbench.nn.recurrent_encoder import RecurrentEncoder
@@ -43,6 +44,8 @@ from seqbench.nn.recurrent_init import init_recurrence
 from seqbench.nn.recurrent_lm import RecurrentLM, detach_state, map_state
 from seqbench.nn.seq2seq import RecurrentSeq2Seq
 from seqbench.nn.sampling import sample_next
+
+CELLS = tuple(GATES)  # the cells seqbench.nn.cells implements; config_check reads the Literal
 
 log = logging.getLogger(__name__)
 
@@ -57,7 +60,7 @@ class RecurrentModel(SeqModel):
         scheduler: Callable | None = None,
         scheduler_interval: str = "epoch",
         scheduler_monitor: str | None = None,
-        cell: Literal["rnn", "lstm", "gru"] = "lstm",
+        cell: Literal[CELLS] = "lstm",
         nonlinearity: Literal["tanh", "relu"] = "tanh",
         embedding_size: int | None = None,
         hidden_size: int = 200,

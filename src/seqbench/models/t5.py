@@ -32,6 +32,7 @@ def task_prefix(direction: str | None) -> str:
 
 
 class T5Model(SeqModel):
+    kv_cache = True
     def __init__(
         self,
         spec: TaskSpec,

@@ -33,6 +33,7 @@ Pooling = Literal["last", "mean", "max"]
 
 class WindowedLM(SeqModel):
     lm_batching = "windows"
+    kv_cache = True  # generate() (and a Transformer's translation decoder) read a key/value cache
     causal = True  # how `features` reads on the sequence tasks (a family may set it per instance)
     pooling: Pooling = "last"
 

@@ -28,7 +28,7 @@ import math
 import torch
 from torch import Tensor, nn
 
-GATES = {"lstm": 4, "gru": 3, "rnn": 1}
+GATES = {"lstm": 4, "gru": 3, "rnn": 1}  # gate blocks per cell: the weight layout here, the FLOPs in nn.flops
 
 
 def lstm_cell(x: Tensor, state: tuple[Tensor, Tensor], w_ih: Tensor, w_hh: Tensor, b_ih: Tensor,

@@ -29,7 +29,8 @@ Both, once per token: the output projection to the vocabulary, 2·d·V (d = H fo
 
 from __future__ import annotations
 
-GATES = {"rnn": 1, "gru": 3, "lstm": 4}
+from seqbench.nn.cells import GATES  # gate blocks per cell: 1 Elman, 3 GRU, 4 LSTM
+
 TRAIN_MULTIPLIER = 3  # forward + backward (twice the forward)
 
 

@@ -1,0 +1,134 @@
+"""The architecture families, declared once: everything that lists families reads `FAMILIES`.
+
+A family is one row of the README's model x data matrix and one line in the comparisons: a
+LightningModule (in `seqbench.models`) with its model config `conf/model/<name>.yaml`. Its entry says
+what the rest of the code would otherwise type in a list of its own:
+
+- **order and colour**: the registry's order is the order of tables and plots (recurrent, attention,
+  images, statistical), and each family keeps one colour across every plot;
+- **base**: the family whose recipe it takes for a task it has none of its own for
+  (`seqbench.compose.recipe_name`: GRU and RNN train as the LSTM does unless they say otherwise);
+- **tasks**: the tasks its module implements (`SeqModel.supported_tasks`, read from the class);
+- **flops**: the formula of `seqbench.nn.flops` its `flops_per_token` follows (language models only);
+- **compared**: whether it is one of the language-model families the comparisons sweep (the PTB and
+  Shakespeare family sweeps, the FLOPs frontier, the long-range probes): their lists are
+  `${families:<preset folder>}` in the experiment files (`presets`);
+- **tiny**: overrides that shrink it to a model a CPU trains a step of in well under a second (the
+  matrix's one-step check and the tests' per-family sizes).
+
+Adding a family: its `nn/` module, its `models/` module, `conf/model/<name>.yaml`, an entry here and
+its test file. `tests/test_families.py` registers a throwaway family and sees it in the matrix, the
+sweeps and one training step.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+from seqbench.nn.flops import attention_forward_flops, recurrent_forward_flops
+
+_SMALL_ATTENTION = ("model.n_layer=1", "model.n_head=2", "model.d_model=32")
+
+
+@dataclass(frozen=True)
+class Family:
+    name: str                          # = conf/model/<name>.yaml
+    module: str                        # the LightningModule's import path
+    colour: str                        # matplotlib colour in every plot
+    base: str | None = None            # whose recipe it takes where it has none of its own
+    selector: Mapping[str, str] = field(default_factory=dict)  # model keys that tell it from a family sharing its module
+    flops: Callable[..., int] | None = None  # seqbench.nn.flops formula of its flops_per_token (language models)
+    compared: bool = False             # one of the language-model families the comparisons sweep
+    tiny: tuple[str, ...] = ()         # overrides for a model a CPU trains a step of at once
+
+    @property
+    def cls(self) -> type:
+        from hydra.utils import get_class
+
+        return get_class(self.module)
+
+    @property
+    def tasks(self) -> tuple[str, ...]:
+        """The tasks its module implements (a family supports a task exactly when it has its method)."""
+        return self.cls.supported_tasks()
+
+
+_RECURRENT = "seqbench.models.recurrent.RecurrentModel"
+_TINY_RNN = ("model.hidden_size=16",)
+
+FAMILIES: dict[str, Family] = {f.name: f for f in (
+    Family("rnn", _RECURRENT, "C0", base="lstm", selector={"cell": "rnn"}, flops=recurrent_forward_flops,
+           compared=True, tiny=_TINY_RNN),
+    Family("lstm", _RECURRENT, "C1", selector={"cell": "lstm"}, flops=recurrent_forward_flops, compared=True,
+           tiny=_TINY_RNN),
+    Family("gru", _RECURRENT, "C2", base="lstm", selector={"cell": "gru"}, flops=recurrent_forward_flops,
+           compared=True, tiny=_TINY_RNN),
+    Family("transformer", "seqbench.models.transformer.TransformerModel", "C3", base="gpt",
+           flops=attention_forward_flops, compared=True, tiny=(*_SMALL_ATTENTION, "model.context=32")),
+    Family("gpt", "seqbench.models.gpt.GPTModel", "C4", flops=attention_forward_flops, compared=True,
+           tiny=(*_SMALL_ATTENTION, "model.context=32")),
+    Family("bert", "seqbench.models.bert.BertModel", "C5", base="gpt",
+           tiny=(*_SMALL_ATTENTION, "model.context=32", "model.tokenizer_vocab=300")),
+    Family("t5", "seqbench.models.t5.T5Model", "C6", tiny=(*_SMALL_ATTENTION, "model.d_kv=16", "model.d_ff=64")),
+    Family("vit", "seqbench.models.vit.ViTModel", "C7", tiny=_SMALL_ATTENTION),
+    Family("cnn", "seqbench.models.cnn.ConvNetModel", "C8", tiny=("model.widths=[4,8]", "model.hidden=16")),
+    Family("hmm", "seqbench.models.hmm.HMMModel", "C9", tiny=("model.states=8",)),
+)}
+
+
+def names() -> list[str]:
+    """Every family, in table order."""
+    return list(FAMILIES)
+
+
+def compared() -> list[str]:
+    """The language-model families the comparisons sweep, in table order."""
+    return [f.name for f in FAMILIES.values() if f.compared]
+
+
+def order(present) -> list[str]:
+    """`present` names in table order; names the registry does not know (presets such as `lstm_fb1`)
+    come last, sorted."""
+    present = set(present)
+    return [name for name in FAMILIES if name in present] + sorted(present - set(FAMILIES))
+
+
+def colour(name: str, fallback: str | None = None) -> str | None:
+    """A family's plot colour; a preset variant (`lstm_fb1`) has none of its own: `fallback` (None:
+    matplotlib's next colour)."""
+    return FAMILIES[name].colour if name in FAMILIES else fallback
+
+
+def presets(folder: str, *variants: str) -> str:
+    """The sweep list `<folder>/<family>,...` of the compared families, with the named variant presets
+    (`lstm_fb1`) after the family they vary: the `${families:...}` resolver of the experiment files."""
+    names = [n for name in compared() for n in (name, *sorted(v for v in variants if v.startswith(f"{name}_")))]
+    unplaced = sorted(set(variants) - set(names))
+    if unplaced:
+        raise ValueError(f"variant presets {unplaced} name no compared family (variants are <family>_<what>)")
+    return ",".join(f"{folder}/{name}" for name in names)
+
+
+def family_of(model) -> str:
+    """The family a model config (`cfg.model`, a mapping with `_target_`) belongs to, by its module and,
+    among families sharing one, its selector keys (`cell`); a module the registry does not know gives
+    its module's name (`seqbench.models.mine.MyModel` -> `mine`)."""
+    target = model.get("_target_")
+    for fam in FAMILIES.values():
+        if fam.module == target and all(str(model.get(k)) == v for k, v in fam.selector.items()):
+            return fam.name
+    return str(target).rsplit(".", 2)[-2] if target and "." in str(target) else str(target)
+
+
+@contextmanager
+def registered(family: Family) -> Iterator[Family]:
+    """Add `family` for the duration of a block (tests; a notebook trying an architecture)."""
+    if family.name in FAMILIES:
+        raise ValueError(f"a family named {family.name!r} is already registered")
+    FAMILIES[family.name] = family
+    try:
+        yield family
+    finally:
+        del FAMILIES[family.name]

@@ -55,27 +55,32 @@ def plant(copy: Path, mutation: dict) -> str | None:
     return None
 
 
-def run_tests(copy: Path, tests: list[str]) -> tuple[int, list[tuple[str, str]]]:
-    """pytest on the copy: (exit status, [(failed test, its one-line message)])."""
+def run_tests(copy: Path, tests: list[str]) -> tuple[int, list[tuple[str, str]], str]:
+    """pytest on the copy: (exit status, [(failed test, its one-line message)], pytest's last line)."""
     data_dir = os.environ.get("SEQBENCH_DATA_DIR", str(ROOT.parent / "shared" / "data"))  # the copy has no sibling
     env = {**os.environ, "PYTHONPATH": str(copy / "src"), "SEQBENCH_DATA_DIR": data_dir, "OMP_NUM_THREADS": "1",
            "COLUMNS": "400"}  # wide enough that pytest does not cut the failure messages
     proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-rf", "--tb=short", "-p", "no:cacheprovider",
                            *tests], cwd=copy, env=env, capture_output=True, text=True)
     failed = re.findall(r"^FAILED (\S+)(?: - (.*))?$", proc.stdout, flags=re.MULTILINE)
-    return proc.returncode, [(test, message or "") for test, message in failed]
+    last = (proc.stdout.strip().splitlines() or proc.stderr.strip().splitlines() or [""])[-1]
+    return proc.returncode, [(test, message or "") for test, message in failed], last
 
 
-def check(mutation: dict, workdir: Path) -> dict:
+def check(mutation: dict, workdir: Path) -> tuple[str, list[tuple[str, str]]]:
+    """(caught / missed / stale: ... / error: ..., the failed tests with their messages)."""
     copy = workdir / mutation["name"]
     copy_checkout(copy)
-    stale = plant(copy, mutation)
-    if stale:
-        return {"name": mutation["name"], "verdict": stale, "failed": []}
-    status, failed = run_tests(copy, mutation["tests"])
-    verdict = "caught" if status == 1 and failed else "missed" if status == 0 else f"error (pytest exit {status})"
-    shutil.rmtree(copy, ignore_errors=True)
-    return {"name": mutation["name"], "verdict": verdict, "failed": failed}
+    try:
+        stale = plant(copy, mutation)
+        if stale:
+            return stale, []
+        status, failed, last = run_tests(copy, mutation["tests"])
+    finally:
+        shutil.rmtree(copy, ignore_errors=True)
+    if status == 1 and failed:
+        return "caught", failed
+    return ("missed", []) if status == 0 else (f"error (pytest exit {status}: {last})", [])
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -94,19 +99,18 @@ def main(argv: list[str] | None = None) -> int:
             clean = workdir / "unchanged"
             copy_checkout(clean)
             tests = sorted({t for m in mutations for t in m["tests"]})
-            status, failed = run_tests(clean, tests)
+            status, failed, last = run_tests(clean, tests)
             print(f"unchanged code: {'passes' if status == 0 else f'FAILS (pytest exit {status})'} "
-                  f"({len(tests)} tests)", flush=True)
+                  f"({len(tests)} tests: {last})", flush=True)
             for test, message in failed:
                 print(f"  {test}: {message}")
             ok = status == 0
         print("| planted bug | file | verdict | failing test: message |\n|---|---|---|---|")
         for mutation in mutations:
-            result = check(mutation, workdir)
-            ok &= result["verdict"] == "caught"
-            first = "; ".join(f"`{test}`: {message}".replace("|", "\\|") for test, message in result["failed"][:2])
-            print(f"| {mutation['name']}: {mutation['bug']} | `{mutation['file']}` | {result['verdict']} | {first} |",
-                  flush=True)
+            verdict, failed = check(mutation, workdir)
+            ok &= verdict == "caught"
+            first = "; ".join(f"`{test}`: {message}".replace("|", "\\|") for test, message in failed[:2])
+            print(f"| {mutation['name']}: {mutation['bug']} | `{mutation['file']}` | {verdict} | {first} |", flush=True)
     return 0 if ok else 1
 
 

@@ -214,7 +214,7 @@ def test_nt_asgd_averages_nothing_before_its_trigger_and_the_exact_mean_after_it
     trainer.fit(model, train, val)
     assert averaging.switched_at == 4 and sorted(model.validated) == [2, 4, 6, 8, 10, 12]
     for step in (2, 4):
-        assert torch.equal(model.validated[step], raw.after[step]), f"step {step}: validated an average before the trigger"
+        assert torch.equal(model.validated[step], raw.after[step]), f"step {step}: an average before the trigger"
     for step in (6, 8, 10, 12):
         mean = torch.stack([raw.after[s] for s in range(5, step + 1)]).mean(0)
         torch.testing.assert_close(model.validated[step], mean, msg=f"step {step}: not the mean of steps 5..{step}")

@@ -5,14 +5,17 @@ from __future__ import annotations
 import json
 from types import SimpleNamespace
 
+import lightning as L
 import pytest
 import torch
+import torch.nn.functional as F
+from lightning.pytorch.callbacks import Callback
 from torch import nn
+from torch.utils.data import DataLoader, TensorDataset
 
-from conftest import DATA_DIR
 from seqbench.callbacks.nt_asgd import NTASGD, nonmonotone_trigger
 from seqbench.data.streams import IGNORE_INDEX, StreamWindows
-from seqbench.nn.awd import LockedDropout, drop_recurrent_weights, word_dropout
+from seqbench.nn.awd import LockedDropout, activation_penalty, drop_recurrent_weights, word_dropout
 from seqbench.nn.recurrent_lm import RecurrentLM
 from seqbench.run import build, make_trainer, train
 
@@ -66,15 +69,32 @@ def test_embedding_dropout_zeroes_whole_words_and_rescales_the_rest():
     assert torch.equal(word_dropout(emb, tokens, 0.5, training=False), full)
 
 
+def test_ar_and_tar_are_the_formula_on_a_hand_made_tensor():
+    """AR = alpha · mean(dropped²) and TAR = beta · mean((raw_t - raw_{t-1})²) (Merity et al. 2018, §4.6)."""
+    dropped = torch.tensor([[[1.0, 2.0], [3.0, 4.0]]])  # (B=1, T=2, H=2): mean of squares 30 / 4 = 7.5
+    raw = torch.tensor([[[1.0, 1.0], [2.0, 3.0]]])  # steps differ by (1, 2): mean of squares 5 / 2 = 2.5
+    assert activation_penalty(dropped, raw, 2.0, 0.0).item() == pytest.approx(15.0)
+    assert activation_penalty(dropped, raw, 0.0, 3.0).item() == pytest.approx(7.5)
+    assert activation_penalty(dropped, raw, 2.0, 3.0).item() == pytest.approx(22.5)
+    assert activation_penalty(dropped, raw[:, :1], 0.0, 3.0).item() == 0.0  # one step: no temporal difference
+
+
 def test_the_awd_stack_ties_a_narrower_last_layer_and_trains_with_its_penalty():
+    """The penalty is AR on the last layer's dropped-out output and TAR on its raw output, the two
+    tensors caught on their way through the output dropout."""
     torch.manual_seed(0)
     lm = RecurrentLM(30, "lstm", 8, 20, 3, 0.3, tie_weights=True, lock_dropout=True, word_dropout=0.1,
                      weight_drop=0.5, ar=2.0, tar=1.0).train()
     assert lm.decoder.weight is lm.embedding.weight and lm.sizes == [20, 20, 8]
+    seen = {}
+    lm.output_dropout.register_forward_hook(lambda module, args, out: seen.update(raw=args[0], dropped=out))
     tokens = torch.randint(0, 30, (2, 6))
     logits, state = lm(tokens)
     assert logits.shape == (2, 6, 30) and [s[0].shape[-1] for s in state] == [20, 20, 8]
-    assert lm.penalty is not None and lm.penalty > 0
+    raw, dropped = seen["raw"], seen["dropped"]  # (B, T, 8)
+    assert not torch.equal(raw, dropped)
+    expected = 2.0 * dropped.pow(2).mean() + 1.0 * (raw[:, 1:] - raw[:, :-1]).pow(2).mean()
+    assert lm.penalty.item() == pytest.approx(expected.item(), rel=1e-6)
     lm.eval()
     a, _ = lm(tokens)
     assert lm.penalty is None and torch.equal(a, lm(tokens)[0])  # no mask of any kind in eval
@@ -145,13 +165,70 @@ def test_a_budgeted_run_switches_at_the_latest_fraction_when_the_criterion_never
         NTASGD(latest=1.5)
 
 
+class _Regression(L.LightningModule):
+    """A linear regression under plain SGD: every step moves the weights, so an average is checkable.
+    Each validation records the weights it read."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.layer = nn.Linear(3, 1)
+        self.validated: dict[int, torch.Tensor] = {}  # global step -> the weight the validation read
+
+    def training_step(self, batch, batch_idx):
+        x, y = batch
+        return F.mse_loss(self.layer(x), y)
+
+    def validation_step(self, batch, batch_idx):
+        x, y = batch
+        self.validated[self.trainer.global_step] = self.layer.weight.detach().clone()
+        self.log("val/loss", F.mse_loss(self.layer(x), y))
+
+    def configure_optimizers(self):
+        return torch.optim.SGD(self.parameters(), lr=0.05)
+
+
+class _RawWeights(Callback):
+    """The weights after each optimizer step, as the optimizer left them."""
+
+    def __init__(self) -> None:
+        self.after: dict[int, torch.Tensor] = {}
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
+        self.after[trainer.global_step] = pl_module.layer.weight.detach().clone()
+
+
+def test_nt_asgd_averages_nothing_before_its_trigger_and_the_exact_mean_after_it():
+    """12 SGD steps, a validation every 2, the switch forced at the first validation past 30 % of the
+    steps (step 4): validations at steps 2 and 4 read the raw weights; every later one, and the final
+    model, reads the uniform mean of the weights after steps 5, 6, ... up to it."""
+    torch.manual_seed(0)
+    x = torch.randn(32, 3)
+    y = x @ torch.tensor([[1.0], [-2.0], [0.5]]) + 0.1 * torch.randn(32, 1)
+    train = DataLoader(TensorDataset(x[:24], y[:24]), batch_size=2)
+    val = DataLoader(TensorDataset(x[24:], y[24:]), batch_size=8)
+    raw, averaging = _RawWeights(), NTASGD(nonmono=100, latest=0.3)  # nonmono 100: only `latest` switches
+    model = _Regression()
+    trainer = L.Trainer(max_steps=12, val_check_interval=2, callbacks=[raw, averaging], logger=False,
+                        enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
+                        num_sanity_val_steps=0, accelerator="cpu")
+    trainer.fit(model, train, val)
+    assert averaging.switched_at == 4 and sorted(model.validated) == [2, 4, 6, 8, 10, 12]
+    for step in (2, 4):
+        assert torch.equal(model.validated[step], raw.after[step]), f"step {step}: an average before the trigger"
+    for step in (6, 8, 10, 12):
+        mean = torch.stack([raw.after[s] for s in range(5, step + 1)]).mean(0)
+        torch.testing.assert_close(model.validated[step], mean, msg=f"step {step}: not the mean of steps 5..{step}")
+    torch.testing.assert_close(model.layer.weight.detach(), torch.stack([raw.after[s] for s in range(5, 13)]).mean(0))
+    assert int(averaging._average_model.n_averaged) == 8
+
+
 AWD_TINY = ["experiment=ptb_awd_cpu", "model.embedding_size=16", "model.hidden_size=24", "data.batch_size=8",
             "data.bptt=10", "trainer.max_epochs=2", "trainer.limit_train_batches=12", "trainer.limit_val_batches=3",
             "trainer.limit_test_batches=3", "trainer.val_check_interval=4", "trainer.max_time=null",
             "callbacks.nt_asgd.nonmono=1"]
 
 
-@pytest.mark.skipif(not (DATA_DIR / "ptb").is_dir(), reason="PTB not in SEQBENCH_DATA_DIR")
+@pytest.mark.corpus("ptb")
 def test_the_averaged_weights_are_validated_checkpointed_and_tested(cfg_factory, tmp_path, monkeypatch):
     # the trigger's criterion is tested above; here it fires at the second check so the run averages
     monkeypatch.setattr("seqbench.callbacks.nt_asgd.nonmonotone_trigger", lambda history, loss, n: len(history) >= 1)

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import csv
+import itertools
 import time
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -11,16 +13,29 @@ import torch
 from seqbench.analysis import bench
 
 
-def test_benchmark_runs_two_sizes_and_writes_csv_and_png(tmp_path):
+# training FLOPs per token of the presets at vocabulary 50, written out from their sizes (3 x forward):
+# ptb/lstm: 2 LSTM layers of 191 on a 191-wide embedding, 2·4·191·(191 + 191) each, and the 191 x 50 output;
+# ptb/gpt: 3 layers of d = 128 (QKV + output 8d², FFN 2·2·d·4d, attention 4·T·d) and the 128 x 50 output
+LSTM_FLOPS = 3 * (2 * (2 * 4 * 191 * (191 + 191)) + 2 * 191 * 50)  # 3,559,476
+GPT_FLOPS = {T: 3 * (3 * (8 * 128**2 + 4 * 128 * 512 + 4 * T * 128) + 2 * 128 * 50) for T in (8, 16)}
+
+
+def test_benchmark_runs_two_sizes_and_writes_csv_and_png(tmp_path, monkeypatch):
+    """On a clock that moves 0.25 s per reading, each timed step takes 0.25 s: the rates follow by hand."""
+    clock = itertools.count(0.0, 0.25)
+    monkeypatch.setattr(bench, "time", SimpleNamespace(perf_counter=lambda: next(clock)))
     rows = bench.run(["ptb/lstm", "ptb/gpt"], lengths=[8, 16], batch_sizes=[2], vocab=50, repeats=1,
-                     isolate=False, out=tmp_path, peak_tflops=1.0)
+                     isolate=False, out=tmp_path, peak_tflops=2.0)
     with open(tmp_path / "bench.csv") as f:
         saved = list(csv.DictReader(f))
     assert [(r["family"], r["length"], r["status"]) for r in saved] == [
         ("ptb/lstm", "8", "ok"), ("ptb/lstm", "16", "ok"), ("ptb/gpt", "8", "ok"), ("ptb/gpt", "16", "ok")]
-    for row in rows:
-        assert row["tokens_per_s"] == pytest.approx(2 * row["length"] / (row["step_ms"] / 1000))
-        assert row["mfu"] == pytest.approx(row["tflops"] / 1.0)
+    assert [row["step_ms"] for row in rows] == [250.0] * 4
+    assert [row["tokens_per_s"] for row in rows] == [64.0, 128.0, 64.0, 128.0]  # B·T tokens in 0.25 s
+    flops = [LSTM_FLOPS, LSTM_FLOPS, GPT_FLOPS[8], GPT_FLOPS[16]]
+    assert [row["flops_per_token"] for row in rows] == flops
+    for row, per_token in zip(rows, flops):
+        assert row["mfu"] == pytest.approx(per_token * row["tokens_per_s"] / 1e12 / 2.0)  # of a 2 TFLOP/s peak
     # matched presets: the same parameter budget, ~0.6M without embeddings
     assert rows[0]["params_non_embedding"] == pytest.approx(rows[2]["params_non_embedding"], rel=0.05)
     # attention adds 12 L d T FLOPs per token: twice T adds 12 * 3 layers * 128 * 8 for the GPT preset

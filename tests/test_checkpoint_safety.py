@@ -115,11 +115,33 @@ def _sweep_with(path, root, family="gru", T=20):
     return root
 
 
-@pytest.mark.parametrize("command", ["gradient_flow", "pictures", "copy_positions", "alignments", "vit_pictures"])
+def _lm_run_with(path, root):
+    """A language-model run directory (its saved config reads a real corpus) whose last.ckpt is `path`,
+    as context_usage finds one: the refusal must come before the data is read and the file unpickled."""
+    import shutil
+
+    from omegaconf import OmegaConf
+
+    from conftest import FIXTURES, TINY_RNN
+
+    text = [f"data.{split}_file={FIXTURES / 'text' / f'{split}.txt'}" for split in ("train", "valid", "test")]
+    cfg = compose_cfg([*TINY, *TINY_RNN, "model=lstm", "data=text", *text], root)
+    (root / ".hydra").mkdir(parents=True)
+    OmegaConf.save(cfg, root / ".hydra" / "config.yaml")
+    (root / "checkpoints").mkdir()
+    return shutil.copy(path, root / "checkpoints" / "last.ckpt")
+
+
+# every command that reads a checkpoint (grep load_weights / load_checkpoint / check_checkpoint in
+# src/seqbench/analysis); src/train.py and src/eval.py are tested above
+@pytest.mark.parametrize("command", ["gradient_flow", "pictures", "copy_positions", "alignments", "vit_pictures",
+                                     "context_usage"])
 def test_analysis_commands_refuse(command, payload, tmp_path, capsys):
     import importlib
 
     path, marker = payload
+    if command == "context_usage":  # a run directory of its own, given as a .ckpt inside it
+        path = _lm_run_with(path, tmp_path / "lm_run")
     sweep = str(_sweep_with(path, tmp_path / "sweep"))
     argv = {"gradient_flow": ["--T", "20", "--families", "gru", "--runs", sweep, "--wandb", "disabled",
                               "--out", str(tmp_path / "out")],
@@ -127,7 +149,8 @@ def test_analysis_commands_refuse(command, payload, tmp_path, capsys):
                          "--out", str(tmp_path / "out")],
             "copy_positions": [sweep, "--T", "20", "--families", "gru"],
             "alignments": [str(tmp_path), "--ckpt", str(path)],
-            "vit_pictures": [str(path), "--out", str(tmp_path / "out")]}[command]
+            "vit_pictures": [str(path), "--out", str(tmp_path / "out")],
+            "context_usage": [str(path), "--out", str(tmp_path / "out")]}[command]
     main = importlib.import_module(f"seqbench.analysis.{command}").main
     with pytest.raises(SystemExit):
         run_command(main, argv)

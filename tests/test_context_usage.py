@@ -9,9 +9,12 @@ import csv
 import math
 import random
 
+from types import SimpleNamespace
+
 import lightning as L
 import pytest
 import torch
+import torch.nn.functional as F
 from omegaconf import OmegaConf
 
 from conftest import TINY
@@ -103,6 +106,50 @@ def test_shuffling_keeps_the_near_tokens_and_the_far_multiset_and_replacing_draw
     replaced = cu.replace_far(5, unigram, torch.Generator().manual_seed(0))(x)
     assert torch.equal(replaced[:, 15:], x[:, 15:])
     assert set(replaced[:, :15].flatten().tolist()) <= {45, 46}
+
+
+class BagOfWords(torch.nn.Module):
+    """A hand-made attention-style LM: its logits count each token in the last `context` tokens read
+    (logit = half the count), so its output depends on which tokens sit at distances 1..context before
+    the target and not on their order. Shuffling the far tokens therefore changes no loss at all, and
+    replacing them by a split made of one token changes every loss to a number computable by hand."""
+
+    lm_batching = "windows"
+
+    def __init__(self, vocab_size: int, context: int) -> None:
+        super().__init__()
+        self.context, self.spec, self.device = context, SimpleNamespace(vocab_size=vocab_size), torch.device("cpu")
+
+    def next_token_logits(self, x: torch.Tensor) -> torch.Tensor:  # (B, L) -> (B, V)
+        return 0.5 * F.one_hot(x[:, -self.context :], self.spec.vocab_size).sum(1).float()
+
+
+def test_shuffle_keeps_a_bag_of_words_loss_and_replace_draws_from_the_training_split():
+    V, prefix, ds = 8, 12, [2, 5]
+    g = torch.Generator().manual_seed(0)
+    streams = {"train": torch.zeros(500, dtype=torch.long),  # the training split: token 0 only
+               "test": torch.randint(1, V, (300,), generator=g)}  # never 0
+    lm = cu.LM("bag", "bag", "toy", BagOfWords(V, context=16), SimpleNamespace(streams=streams))
+    positions = cu.sample_targets(300, 40, need=16, seed=0)
+    r = cu.measure(lm, "test", positions, ks=[1, 4], prefix=prefix, ds=ds, seed=0, batch_tokens=64)
+
+    def by_hand(d: int | None) -> float:
+        """Mean loss with the tokens farther than d replaced by 0 (d=None: intact), the formula written out."""
+        losses = []
+        for p in positions.tolist():
+            window = streams["test"][p - prefix : p].clone()
+            if d is not None:
+                window[: prefix - d] = 0
+            logits = 0.5 * torch.bincount(window, minlength=V).float()
+            losses.append(-torch.log_softmax(logits, 0)[streams["test"][p]])
+        return torch.stack(losses).mean().item()
+
+    assert r["intact"] == pytest.approx(by_hand(None), rel=1e-6)
+    assert [(row["d"], row["delta"]) for row in r["perturbed"]["shuffle"]] == [(d, 0.0) for d in ds]  # order unused
+    for row, d in zip(r["perturbed"]["replace"], ds):
+        assert row["loss"] == pytest.approx(by_hand(d), rel=1e-6), (d, row["loss"], by_hand(d))
+        assert row["delta"] > 0.5  # token 0 now dominates the count: a different, known answer
+    assert r["order_range"] == ds[0] and r["identity_range"] is None
 
 
 def test_targets_are_seeded_and_far_enough_and_effective_context_is_the_first_k_within_one_percent():

@@ -6,6 +6,12 @@ check runs the textbook implementation of the same network (`impl=reference`, `a
 which does the same matmuls in readable form (tests/test_cells.py and test_attention.py check they
 agree numerically). The window is longer than d_model so that the attention term is over 10 % of the
 count: leaving it out, or halving it for the causal mask, fails the check.
+
+The formulas match the counter within 0.25 %, so the check allows 1 %: smaller mistakes than a
+missing term fail it too. The sizes are chosen so that each part of a formula is visible: the
+embedding is narrower than the hidden state and there are three layers (a layer above the first read
+at the embedding's width is 4-10 % off), the Transformer's d_ff is not 4·d_model (a formula that
+assumes 4·d fails), and AWD-LSTM's stack has a last layer as wide as the embedding (per-layer widths).
 """
 
 from __future__ import annotations
@@ -21,18 +27,28 @@ from conftest import compose_cfg
 from seqbench.data.spec import TaskSpec
 from seqbench.families import FAMILIES
 from seqbench.models.recurrent import RecurrentModel
+from seqbench.nn.flops import attention_forward_flops, recurrent_forward_flops
 from seqbench.tasks.lm import token_nll
 
 V, B, T = 60, 4, 64
 SGD = functools.partial(torch.optim.SGD, lr=0.1)
 SPEC = TaskSpec("lm", vocab_size=V)
 COUNTED = [name for name, family in FAMILIES.items() if family.flops is not None]
+# sizes that make each term of a formula visible, by the formula a family follows: E != H and three
+# layers for a recurrent stack; three layers and d_ff != 4 d for attention (where the family has d_ff)
+SIZES = {recurrent_forward_flops: {"embedding_size": 16, "hidden_size": 40, "num_layers": 3, "tie_weights": False},
+         attention_forward_flops: {"n_layer": 3, "n_head": 2, "d_model": 32, "d_ff": 48, "context": T}}
+READABLE = {"impl": "reference", "attn_impl": "reference"}
+CASES = [*COUNTED, "lstm:awd"]  # AWD-LSTM: a tied last layer as wide as the embedding (widths 40, 40, 16)
+AWD = {"lock_dropout": True, "tie_weights": True}
 
 
-def build(family: str, tmp_path):
-    """The family at its registry's tiny sizes, every matmul in readable form, attention over T tokens."""
+def build(case: str, tmp_path):
+    """The family (`name` or `name:awd`) at the stressing sizes, every matmul in readable form."""
+    family, _, variant = case.partition(":")
     cfg = compose_cfg([f"model={family}", *FAMILIES[family].tiny], tmp_path)
-    for key, value in {"impl": "reference", "attn_impl": "reference", "context": T}.items():
+    values = {**SIZES.get(FAMILIES[family].flops, {}), **READABLE, **(AWD if variant == "awd" else {})}
+    for key, value in values.items():
         if key in cfg.model:
             cfg.model[key] = value
     return hydra.utils.instantiate(cfg.model, spec=SPEC)
@@ -48,17 +64,31 @@ def counted_flops_per_token(model) -> float:
     return counter.get_total_flops() / (B * T)
 
 
-@pytest.mark.parametrize("family", COUNTED)
-def test_formula_matches_the_flop_counter_on_a_training_step(family, tmp_path):
+@pytest.mark.parametrize("case", CASES)
+def test_formula_matches_the_flop_counter_on_a_training_step(case, tmp_path):
     torch.manual_seed(0)
-    model = build(family, tmp_path)
-    assert model.flops_per_token(T) == pytest.approx(counted_flops_per_token(model), rel=0.10)
+    model = build(case, tmp_path)
+    assert model.flops_per_token(T) == pytest.approx(counted_flops_per_token(model), rel=0.01)
+
+
+def test_the_sizes_make_every_term_visible(tmp_path):
+    """The stressing sizes reach the models: a recurrent stack with E != H over three layers, AWD's
+    per-layer widths, and a Transformer whose d_ff is not 4 d."""
+    lstm, awd = build("lstm", tmp_path), build("lstm:awd", tmp_path)
+    assert (lstm.hparams.embedding_size, lstm.hparams.hidden_size, lstm.hparams.num_layers) == (16, 40, 3)
+    assert awd.hparams.tie_weights and awd.hparams.lock_dropout
+    assert [name for name in COUNTED if "d_ff" in build(name, tmp_path).hparams]
+    for name in COUNTED:
+        model = build(name, tmp_path)
+        if "d_ff" in model.hparams:
+            assert model.hparams.d_ff == 48 != 4 * model.hparams.d_model
 
 
 def test_attention_term_grows_with_the_window_and_recurrent_cost_does_not(tmp_path):
     gpt, lstm = build("gpt", tmp_path), build("lstm", tmp_path)
     # QKᵀ and AV: 4·T·d per layer forward, x 3 for training
     layers, d = gpt.net.cfg.n_layer, gpt.net.cfg.d_model
+    assert (layers, d) == (3, 32)
     assert gpt.flops_per_token(2 * T) - gpt.flops_per_token(T) == 3 * 4 * layers * d * T
     assert lstm.flops_per_token(2 * T) == lstm.flops_per_token(T)
 

@@ -4,7 +4,6 @@ marginal likelihood, the supervised tables against hand counts, and the pairs th
 from __future__ import annotations
 
 import itertools
-import math
 from functools import partial
 
 import pytest
@@ -133,7 +132,6 @@ def test_hmm_param_count_is_the_size_of_its_tables():
     model = HMMModel(TaskSpec(task="tagging", vocab_size=2, num_classes=3, tokenizer=Tok()),
                      optimizer=partial(torch.optim.SGD, lr=0.1))
     assert model.num_params() == 3 + 9 + 3 + 3 * 2 + 3 + 3 * 8 + 3 * 512
-    assert not math.isnan(model.num_params())
 
 
 def test_hmm_language_model_trains_through_its_lightning_module(tmp_path, seed, record_property):

@@ -18,15 +18,22 @@ needs_data = pytest.mark.corpus("conll2003")
 
 @needs_data
 def test_bilstm_crf_with_char_features_logs_entity_f1(cfg_factory, tmp_path, seed, record_property):
-    """The logged entity scores (and accuracy) are seqeval's on the same sentences and predictions."""
+    """The model learns entities, and the logged entity scores (and accuracy) are seqeval's on the same
+    sentences and predictions.
+
+    100 batches of 16 at Adam 3e-2 (clipped at 5) take it past the all-O stage (at 4 batches F1 is
+    0.02, after 60 batches of 32 at 1e-2 still 0): entity F1 on 256 test sentences was 0.545-0.623
+    over seeds 0, 1, 2, 4, 5 (Intel Xeon, 1 thread), so 0.3 leaves room for another CPU's rounding
+    and another seed (SEQBENCH_TEST_SEED)."""
     from seqeval.metrics import f1_score, precision_score, recall_score
 
     from seqbench.data.streams import IGNORE_INDEX
     from seqbench.run import build
 
     cfg = cfg_factory(["data=conll2003", "model.bidirectional=true", "model.crf=true", "model.char_features=8",
-                       "model.num_layers=1", "data.eval_batch_size=32", "~callbacks.learning_curve",
-                       f"seed={seed}"])
+                       "model.num_layers=1", "data.eval_batch_size=128", "~callbacks.learning_curve",
+                       "trainer.limit_train_batches=100", "data.batch_size=16", "model.optimizer.lr=3e-2",
+                       "trainer.gradient_clip_val=5", f"seed={seed}"])
     metrics = train(cfg, tmp_path)
     assert metrics["status"] == "completed"
     data, model = build(cfg)
@@ -46,9 +53,7 @@ def test_bilstm_crf_with_char_features_logs_entity_f1(cfg_factory, tmp_path, see
     assert metrics["test/recall"] == pytest.approx(recall_score(gold, pred), abs=1e-6)
     tokens = [(g, p) for gs, ps in zip(gold, pred) for g, p in zip(gs, ps)]
     assert metrics["test/acc"] == pytest.approx(sum(g == p for g, p in tokens) / len(tokens), abs=1e-6)
-    # four batches leave the tags near random: chunks on both sides, so the comparison is not of zeros
-    # (trained longer, this small model first predicts all O and scores 0)
-    assert any(tag != "O" for sentence in pred for tag in sentence)
+    assert metrics["test/f1"] > 0.3, metrics["test/f1"]  # chunks on both sides: the comparison is not of zeros
 
 
 @needs_data

@@ -36,7 +36,9 @@ def test_tiny_lstm_overfits_a_ptb_slice_far_below_unigram_entropy(cfg_factory, t
 
 def test_run_writes_metrics_json_config_and_checkpoints(cfg_factory, tmp_path):
     cfg = cfg_factory(["trainer.max_epochs=2", "callbacks.step_checkpoint.every_n_train_steps=3"])
+    torch.set_float32_matmul_precision("highest")  # torch's default; the run sets its own ("high")
     metrics = train(cfg, tmp_path, choices={"model": "lstm", "data": "ptb"}, overrides=["model=lstm"])
+    assert torch.get_float32_matmul_precision() == "highest", "the run's matmul precision outlived it"
     on_disk = json.loads((tmp_path / "metrics.json").read_text())
     for key in ("val/loss", "val/ppl", "test/loss", "test/ppl", "train/loss", "params", "wall_time_s",
                 "tokens_per_s", "device", "git_commit", "overrides"):
@@ -74,8 +76,10 @@ def test_tie_weights_with_unequal_sizes_fails_before_training(cfg_factory, tmp_p
     from seqbench.errors import ConfigError
 
     cfg = cfg_factory(["model.tie_weights=true", "model.embedding_size=16", "model.hidden_size=32"])
+    torch.set_float32_matmul_precision("highest")
     with pytest.raises(ConfigError, match="embedding_size == model.hidden_size"):
         train(cfg, tmp_path)
+    assert torch.get_float32_matmul_precision() == "highest", "a failed run's matmul precision outlived it"
     assert not (tmp_path / "checkpoints").exists()
     assert json.loads((tmp_path / "metrics.json").read_text())["status"] == "failed"
 

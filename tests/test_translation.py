@@ -66,6 +66,18 @@ def test_bleu_of_the_references_against_themselves_is_100():
     assert corpus_bleu(["a cat"] * 3, refs).last_score.score < 5
 
 
+def test_bleu_is_sacrebleus_cased_score_and_bleu_tok_its_lowercased_one():
+    """BLEU is case-sensitive (sacreBLEU's default), `bleu_tok` is not: lowercased output against cased
+    references loses every capitalised word in the first and nothing in the second."""
+    import sacrebleu
+
+    refs = ["A Man rides a Bike.", "Two Dogs play in the Snow while a Child watches!", "Ein Mann fährt Fahrrad."]
+    lowered = [r.lower() for r in refs]
+    cased = corpus_bleu(lowered, refs).last_score.score
+    assert cased == pytest.approx(sacrebleu.corpus_bleu(lowered, [refs]).score) and cased < 50, cased
+    assert corpus_bleu(lowered, refs, tokenised=True).last_score.score == pytest.approx(100.0)
+
+
 def test_batches_pad_mask_and_cover_every_pair_once_across_ranks(reversal):
     pairs = reversal.pairs["train"]
     specials = (0, 2, 3)
@@ -217,6 +229,47 @@ def test_a_tiny_model_learns_a_synthetic_translation(data, build, steps, lr, kw,
     bleu = corpus_bleu(hyps, refs).last_score.score
     record_property("learned", bleu)
     assert bleu > 90, bleu
+
+
+def _imperfect(reference: str, i: int) -> str:
+    """A translation that is right in places: every other sentence loses its last word, the rest swap
+    their first two (BLEU of these against the references differs from the reverse comparison: short
+    hypotheses pay the brevity penalty, long references do not)."""
+    words = reference.split()
+    return " ".join(words[:-1] if i % 2 else [words[1], words[0], *words[2:]])
+
+
+def test_the_logged_bleu_is_sacrebleu_on_the_translations_the_run_writes(tmp_path):
+    """A tiny fit + test through Lightning: `val/bleu` and `test/bleu` as logged equal sacreBLEU on the
+    run directory's translations_<split>.txt against the split's references, and those files hold the
+    decoded sentences in the split's order. The decoder is replaced by one whose output is known and
+    imperfect (`_imperfect`), so that the score is far from 0 and 100 on any CPU: what is checked is
+    what happens to the decoded lines — gathered by sentence, ordered, scored, logged, written."""
+    import lightning as L
+    import sacrebleu
+
+    data = ReversalTranslationData(str(tmp_path / "tok"), sizes=(64, 30, 40), val_bleu_every_n_epochs=1,
+                                   eval_batch_size=16)
+    data.setup()
+    torch.manual_seed(0)
+    model = _recurrent(data.spec)
+    splits = {"val": "valid", "test": "test"}
+    model.task.translate = lambda model, batch, stage: [_imperfect(data.texts[splits[stage]][1][i], i)
+                                                        for i in batch["index"].tolist()]
+    trainer = L.Trainer(max_epochs=1, limit_train_batches=1, num_sanity_val_steps=0, logger=False,
+                        enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
+                        accelerator="cpu", default_root_dir=str(tmp_path / "run"))
+    trainer.fit(model, datamodule=data)
+    logged = {"val": float(trainer.callback_metrics["val/bleu"])}
+    logged["test"] = trainer.test(model, datamodule=data, verbose=False)[0]["test/bleu"]
+    for stage, split in splits.items():
+        refs = data.texts[split][1]
+        hyps = (tmp_path / "run" / f"translations_{stage}.txt").read_text(encoding="utf-8").splitlines()
+        assert hyps == [_imperfect(r, i) for i, r in enumerate(refs)], "every sentence, in the split's order"
+        assert (tmp_path / "run" / f"references_{stage}.txt").read_text(encoding="utf-8").splitlines() == refs
+        expected = sacrebleu.corpus_bleu(hyps, [refs]).score
+        assert 20 < expected < 90 and sacrebleu.corpus_bleu(refs, [hyps]).score != pytest.approx(expected, abs=1)
+        assert logged[stage] == pytest.approx(expected, abs=1e-4), (stage, logged[stage], expected)
 
 
 @pytest.mark.parametrize("build,kw,panels", [(_recurrent, {}, 1), (_transformer, {}, 4)])  # T5 draws as the Transformer

@@ -51,7 +51,11 @@ def test_offline_run_holds_best_values_panel_keys_samples_and_checkpoints(tmp_pa
                 "task": "lm", "params": metrics["params"], "params_non_embedding": metrics["params_non_embedding"],
                 "train_flops": metrics["train/flops"]}
     assert {k: run.config.get(k, "missing") for k in expected} == expected
-    assert metrics["train/flops"] > 0  # LearningCurve's count (seqbench.nn.flops), also in metrics.json
+    # LearningCurve's count, also in metrics.json: 3 epochs x 4 batches of 20 x 35 target tokens, each
+    # costing 3 x (2 GRU layers of 2·3·16·(16 + 16) + the 16 x 10,000 output projection) (TINY_RNN sizes)
+    tokens = 3 * 4 * 20 * 35
+    assert metrics["curve/tokens"] == tokens
+    assert metrics["train/flops"] == tokens * 3 * (2 * (2 * 3 * 16 * (16 + 16)) + 2 * 16 * 10_000)
 
     # a samples table at each validation: the same 5 prompts, greedy continuations
     logged = [row["val/samples"] for row in run.history if "val/samples" in row]

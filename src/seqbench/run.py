@@ -104,6 +104,7 @@ def train(cfg: DictConfig, output_dir: Path, choices: dict | None = None, overri
     commit = git_commit(Path(__file__).resolve().parent)  # at launch: the code that runs, not the HEAD at the end
     metrics: dict[str, Any] = {"status": "running", "overrides": " ".join(overrides or [])}
     metrics_path = output_dir / "metrics.json"
+    precision = torch.get_float32_matmul_precision()  # the run's setting is the run's: restored after it
     try:
         log.info(describe_recipe(cfg))
         if cfg.get("seed") is not None:
@@ -157,6 +158,7 @@ def train(cfg: DictConfig, output_dir: Path, choices: dict | None = None, overri
         metrics.update(status="failed", error=f"{type(exc).__name__}: {exc}")
         raise
     finally:
+        torch.set_float32_matmul_precision(precision)
         metrics["wall_time_s"] = time.time() - started
         metrics["git_commit"] = commit
         if _is_rank_zero():

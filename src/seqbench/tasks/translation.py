@@ -44,6 +44,15 @@ def corpus_bleu(hypotheses: list[str], references: list[str], tokenised: bool = 
     return bleu
 
 
+def write_translations(run_dir: Path, stage: str, hypotheses: list[str], references: list[str]) -> None:
+    """The scored sentences, line by line in the split's order: `translations_<stage>.txt` (the decoded
+    output) and `references_<stage>.txt` beside it, so that the logged BLEU can be read and recomputed
+    from the run directory alone (`sacrebleu references_test.txt -i translations_test.txt`)."""
+    run_dir.mkdir(parents=True, exist_ok=True)
+    for name, lines in ((f"translations_{stage}.txt", hypotheses), (f"references_{stage}.txt", references)):
+        (run_dir / name).write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
 class Translation(nn.Module):
     name = "translation"
     method = "translate_logits"
@@ -150,8 +159,8 @@ class Translation(nn.Module):
                                  "signature": str(bleu.get_signature()), "signature_tok": str(tok.get_signature()),
                                  "sentences": len(hyps), "examples": list(zip(order[:5], hyps[:5]))}
         root = getattr(model.trainer, "default_root_dir", None) if model._trainer is not None else None
-        if root and model.trainer.is_global_zero:  # every translation, in the split's order, for reading
-            Path(root, f"translations_{stage}.txt").write_text("\n".join(hyps) + "\n", encoding="utf-8")
+        if root and model.trainer.is_global_zero:
+            write_translations(Path(root), stage, hyps, refs)
         sources = self.options.get("sources", {}).get(stage, [])
         for i in order[:3]:  # a few examples beside the number
             log.info("%s example %d\n  source:    %s\n  reference: %s\n  output:    %s", stage, i,

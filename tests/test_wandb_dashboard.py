@@ -13,6 +13,7 @@ import json
 import pytest
 import torch
 import wandb
+import yaml
 
 from conftest import TINY, TINY_RNN, compose_cfg
 from seqbench.callbacks.validation_samples import _cell
@@ -47,11 +48,21 @@ def test_offline_run_holds_best_values_panel_keys_samples_and_checkpoints(tmp_pa
     assert run.summary["tested_checkpoint"] == metrics["tested_checkpoint"]
 
     # config: what a parallel-coordinates or scatter panel is drawn from
-    expected = {"family": "ptb/gru", "architecture": "lstm", "preset": "ptb/gru", "recipe": "lm/gru", "corpus": "ptb",
+    expected = {"family": "gru", "architecture": "lstm", "preset": "ptb/gru", "recipe": "lm/gru", "corpus": "ptb",
                 "task": "lm", "params": metrics["params"], "params_non_embedding": metrics["params_non_embedding"],
                 "train_flops": metrics["train/flops"]}
     assert {k: run.config.get(k, "missing") for k in expected} == expected
     assert metrics["train/flops"] > 0  # LearningCurve's count (seqbench.nn.flops), also in metrics.json
+
+    # who the run is: named and tagged by the family the preset builds (model=lstm with cell gru), a training job
+    assert (run.name, run.job_type, run.tags) == ("gru-ptb", "train", ["gru", "ptb", "ptb/gru"])
+    assert (metrics["wandb_name"], metrics["wandb_group"]) == ("gru-ptb", "")  # for src/eval.py
+    # the hyperparameters once: the composed config, nested, beside the panel keys; no model's init args
+    composed = {k for k in cfg if k != "hydra"}
+    assert set(run.config) - {"_wandb", "train_flops"} == composed | set(expected) - {"train_flops"}
+    assert run.config["model"]["hidden_size"] == cfg.model.hidden_size and "hidden_size" not in run.config
+    saved = yaml.safe_load((tmp_path / "csv" / "hparams.yaml").read_text())  # the CSV logger's copy
+    assert set(saved) == set(run.config) - {"_wandb", "train_flops"} and saved["model"] == run.config["model"]
 
     # a samples table at each validation: the same 5 prompts, greedy continuations
     logged = [row["val/samples"] for row in run.history if "val/samples" in row]

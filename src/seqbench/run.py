@@ -31,7 +31,7 @@ from seqbench.budget import apply_compute_budget
 from seqbench.callbacks import LearningCurve, RunStats, StopWhenSolved
 from seqbench.compose import describe as describe_recipe
 from seqbench.config_check import check_config
-from seqbench.dashboard import define_summaries, run_config, write_summary
+from seqbench.dashboard import define_summaries, run_config, wandb_identity, write_summary
 from seqbench.errors import ConfigError, UserError
 
 log = logging.getLogger(__name__)
@@ -117,13 +117,13 @@ def train(cfg: DictConfig, output_dir: Path, choices: dict | None = None, overri
         metrics.update(params=params, params_non_embedding=model.num_params(non_embedding=True))
         log.info("%s: %s parameters (%s without embeddings)", type(model).__name__, f"{params:,}",
                  f"{metrics['params_non_embedding']:,}")
-        # `family`: which preset (or model config) this run is, for seqbench.report on a W&B group — the
-        # run name says only `lstm` for the RNN and GRU presets, which differ in model.cell; with corpus,
-        # task, recipe and sizes, the keys a W&B panel is drawn from (seqbench.dashboard)
+        # the resolved config, nested as Hydra composed it, once (the models save theirs with logger=False),
+        # after the keys a W&B panel is drawn from: family, preset, corpus, task, recipe, sizes (seqbench.dashboard)
         hparams = run_config(cfg, choices, datamodule.spec.task, params, metrics["params_non_embedding"])
         for logger in trainer.loggers:
             logger.log_hyperparams(hparams)
         define_summaries(trainer, model.task)
+        metrics.update(wandb_identity(trainer))
         if cfg.get("train", True):
             # weights_only: Lightning reads the checkpoint with torch's safe unpickler (seqbench.checkpoints)
             trainer.fit(model, datamodule=datamodule, ckpt_path=cfg.get("ckpt_path"), weights_only=True)

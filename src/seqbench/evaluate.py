@@ -21,6 +21,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from seqbench.checkpoints import load_checkpoint
 from seqbench.config_check import check_ckpt_path
+from seqbench.console import log_once
 from seqbench.errors import ConfigError
 from seqbench.run import _finish_wandb, _is_rank_zero, build, instantiate, write_metrics
 
@@ -60,6 +61,7 @@ def run_config(cfg: DictConfig) -> DictConfig:
 
 
 def evaluate(cfg: DictConfig, output_dir: Path) -> dict:
+    log_once()
     L.seed_everything(cfg.seed, workers=True)
     if cfg.split not in ("valid", "test"):
         raise ConfigError(f"split={cfg.split} is not a split; choose valid or test.")

@@ -31,6 +31,7 @@ from seqbench.budget import apply_compute_budget
 from seqbench.callbacks import LearningCurve, RunStats, StopWhenSolved
 from seqbench.compose import describe as describe_recipe
 from seqbench.config_check import check_config
+from seqbench.console import log_once, show_config
 from seqbench.dashboard import define_summaries, run_config, wandb_identity, write_summary
 from seqbench.errors import ConfigError, UserError
 
@@ -105,6 +106,9 @@ def train(cfg: DictConfig, output_dir: Path, choices: dict | None = None, overri
     metrics: dict[str, Any] = {"status": "running", "overrides": " ".join(overrides or [])}
     metrics_path = output_dir / "metrics.json"
     try:
+        log_once()
+        if _is_rank_zero():
+            show_config(cfg, output_dir)
         log.info(describe_recipe(cfg))
         if cfg.get("seed") is not None:
             L.seed_everything(cfg.seed, workers=True)

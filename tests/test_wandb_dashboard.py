@@ -113,8 +113,26 @@ def test_lm_samples_are_greedy_continuations_that_draw_no_random_numbers(overrid
     assert torch.equal(torch.get_rng_state(), rng)  # a resumed run replays the same dropout masks
     assert columns == ["prompt", "continuation"] and rows == again and len(rows) == 4
     tokenizer = model.spec.tokenizer
-    assert rows[0][0] == tokenizer.decode(batch["input"][0, :12].tolist())
-    assert all(len(tokenizer.encode(cont)) == 30 for _, cont in rows if "\n" not in cont)
+    assert rows[0][0] == tokenizer.decode(batch["input"][0, :12].tolist()).replace("\n", "\\n")
+    assert all(len(tokenizer.encode(cont)) == 30 for _, cont in rows if not cont.endswith("<eos>"))
+
+
+def test_lm_samples_are_one_line_each_and_stop_at_the_first_eos(tmp_path, monkeypatch):
+    """A cell shows text: line ends escaped, the continuation cut at its first <eos> (marked), and an
+    untrained model's <eos> right away said in words rather than shown as thirty blank lines."""
+    model, batch = _first_val_batch(["model=lstm", "data=ptb", *TINY_RNN], tmp_path)
+    tokenizer, eos = model.spec.tokenizer, model.spec.eos_id
+    words = tokenizer.encode("the company said").tolist()
+    prompt = words + [eos] + words  # a prompt across a line end
+    continuations = [[eos] * 7, words + [eos] + words, (words * 3)[:7]]
+    monkeypatch.setattr(model, "generate", lambda p, n, temperature: torch.tensor(
+        [prompt + c for c in continuations]))
+    batch = {**batch, "input": torch.tensor([prompt] * 3)}
+    _, rows = model.task.samples(model, batch, 3, prompt_len=len(prompt))
+    assert [r[0] for r in rows] == ["the company said\\nthe company said"] * 3
+    assert [r[1] for r in rows] == ["(nothing: <eos> first)", "the company said <eos>",
+                                    "the company said the company said the"]
+    assert not any("\n" in cell for row in rows for cell in row)
 
 
 @pytest.mark.corpus("sst2")

@@ -29,6 +29,7 @@ from lightning.pytorch.callbacks import ProgressBar
 
 from seqbench.budget import apply_compute_budget
 from seqbench.callbacks import LearningCurve, RunStats, StopWhenSolved
+from seqbench.callbacks.preemption import requeued_checkpoint
 from seqbench.compose import describe as describe_recipe
 from seqbench.config_check import check_config
 from seqbench.console import log_once, show_config
@@ -130,7 +131,12 @@ def train(cfg: DictConfig, output_dir: Path, choices: dict | None = None, overri
         metrics.update(wandb_identity(trainer))
         if cfg.get("train", True):
             # weights_only: Lightning reads the checkpoint with torch's safe unpickler (seqbench.checkpoints)
-            trainer.fit(model, datamodule=datamodule, ckpt_path=cfg.get("ckpt_path"), weights_only=True)
+            ckpt_path = cfg.get("ckpt_path")
+            if ckpt_path is None and cfg.get("resume_requeued", True):
+                ckpt_path = requeued_checkpoint(trainer)  # a requeued SLURM job, back in its own directory
+                if ckpt_path:
+                    log.info("resuming from %s: this job ran here before and was stopped", ckpt_path)
+            trainer.fit(model, datamodule=datamodule, ckpt_path=ckpt_path, weights_only=True)
         metrics.update({k: v for k, v in trainer.callback_metrics.items()})
         for solve in (c for c in trainer.callbacks if isinstance(c, StopWhenSolved)):
             metrics.update(solve.summary())  # solved, steps_to_solve (train until solved, the probes)

@@ -52,3 +52,4 @@ def test_a_debug_run_goes_to_outputs_debug_with_its_logger_and_its_eval_joins_it
     assert (evaluation.name, evaluation.job_type, evaluation.group) == ("gru-ptb-eval", "eval", "g1")
     computed = json.loads((tmp_path / "eval" / "eval_metrics.json").read_text())
     assert evaluation.summary["val/ppl"] == pytest.approx(computed["val/ppl"])
+    assert evaluation.config["split"] == "valid" and evaluation.config["model"]["cell"] == "gru"

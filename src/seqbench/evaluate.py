@@ -73,6 +73,9 @@ def evaluate(cfg: DictConfig, output_dir: Path) -> dict:
     loggers = eval_loggers(cfg, run_cfg, output_dir)
     trainer: L.Trainer = hydra.utils.instantiate(cfg.trainer, logger=loggers or False, enable_checkpointing=False,
                                                  default_root_dir=str(output_dir), enable_progress_bar=bar)
+    for logger in trainer.loggers:  # what was evaluated: the checkpoint, the split and the run's config, once
+        logger.log_hyperparams({"ckpt_path": str(cfg.ckpt_path), "split": cfg.split,
+                                **{k: v for k, v in OmegaConf.to_container(run_cfg, resolve=True).items() if k != "hydra"}})
     run = trainer.validate if cfg.split == "valid" else trainer.test
     results = run(model, datamodule=datamodule, verbose=True)
     metrics = dict(results[0]) if results else {}

@@ -93,3 +93,18 @@ def test_rows_record_the_attention_kernel_that_ran():
     assert kernels == {"ptb/lstm": "", "ptb/gpt": "math", "ptb/gpt:dropout=0": "flash",
                        "ptb/gpt:reference": "written-out"}
     assert bench.build_model("ptb/gpt:dropout=0", vocab=50, length=8).hparams.dropout == 0
+
+
+@pytest.mark.parametrize("card", ["NVIDIA A100-SXM4-80GB", "NVIDIA L4", "NVIDIA H100 80GB HBM3", "NVIDIA H100 PCIe"])
+def test_mfu_peak_is_the_stated_bf16_peak_of_any_card_lightning_knows(card, monkeypatch):
+    """MFU is measured against the card's own stated peak: a hard-coded H100 number would measure a
+    matmul on an A100 or an L4 instead (here, with no GPU, it would fail trying), and give a PCIe H100
+    the SXM card's peak."""
+    from lightning.fabric.utilities.throughput import _CUDA_FLOPS
+
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda device=None: card)
+    peak, source = bench.device_peak_tflops(torch.device("cuda", 0))
+    chip = {"NVIDIA A100-SXM4-80GB": "a100", "NVIDIA L4": "l4", "NVIDIA H100 80GB HBM3": "h100 sxm",
+            "NVIDIA H100 PCIe": "h100 pcie"}[card]
+    assert peak == pytest.approx(_CUDA_FLOPS[chip][torch.bfloat16] / 1e12)
+    assert source == f"stated bf16 dense peak of the {card}"

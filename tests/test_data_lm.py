@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shutil
+import sys
 
 import pytest
 import torch
@@ -75,8 +76,7 @@ def test_wikitext2_hub_rows_become_release_files(tmp_path, monkeypatch):
         assert (name, config) == ("Salesforce/wikitext", "wikitext-2-v1")
         return {k: Split(text=v) for k, v in rows.items()}
 
-    import datasets
-
+    datasets = pytest.importorskip("datasets")  # the `hub` extra
     monkeypatch.setattr(datasets, "load_dataset", fake_load)
     dm = WikiText2DataModule(str(tmp_path))
     dm.setup()
@@ -85,7 +85,7 @@ def test_wikitext2_hub_rows_become_release_files(tmp_path, monkeypatch):
 
 
 def test_wikitext2_offline_without_files_says_where_it_looked(tmp_path, monkeypatch):
-    import datasets
+    datasets = pytest.importorskip("datasets")  # the `hub` extra
 
     def offline(*a, **k):
         raise ConnectionError("offline")
@@ -93,6 +93,16 @@ def test_wikitext2_offline_without_files_says_where_it_looked(tmp_path, monkeypa
     monkeypatch.setattr(datasets, "load_dataset", offline)
     with pytest.raises(DataNotFoundError, match=str(tmp_path / "wikitext2")):
         WikiText2DataModule(str(tmp_path)).setup()
+
+
+def test_wikitext2_without_the_hub_extra_says_how_to_get_it(tmp_path, monkeypatch):
+    """`datasets` is an extra: without it (here: its import fails), one sentence names the extra."""
+    monkeypatch.setitem(sys.modules, "datasets", None)
+    with pytest.raises(DataNotFoundError) as err:
+        WikiText2DataModule(str(tmp_path)).setup()
+    message = str(err.value)
+    assert 'pip install -e ".[hub]"' in message and str(tmp_path / "wikitext2") in message
+    assert message.count(". ") == 0 and message.endswith(".")  # one sentence
 
 
 @pytest.mark.parametrize("level", ["word", "char"])

@@ -133,16 +133,16 @@ def test_every_readme_module_line_names_a_command_that_takes_its_flags(line, cap
 
 # -- the lines that fail as written were fixed; each runs end to end ------------------------------
 def _metrics(tmp_path: Path) -> dict:
-    return json.loads(next(tmp_path.glob("runs/*/metrics.json")).read_text())
+    return json.loads(next(tmp_path.glob("debug/runs/*/metrics.json")).read_text())  # debug runs: outputs/debug
 
 
 def test_a_wider_recurrent_lm_keeps_its_tied_weights(tmp_path):
     """`model=gru data=ptb model.hidden_size=400`: the embedding follows the hidden size when unset."""
-    r = run_cli(["model=gru", "data=ptb", "model.hidden_size=400", "trainer.max_epochs=10", "debug=fast",
+    r = run_cli(["model=gru", "data=ptb", "model.hidden_size=400", "trainer.max_epochs=10", "debug=fast", "logger=csv",
                  "trainer.limit_train_batches=2", "trainer.limit_val_batches=1", "trainer.limit_test_batches=1"],
                 tmp_path)
     assert r.returncode == 0, r.stderr[-2000:]
-    config = OmegaConf.load(next(tmp_path.glob("runs/*/.hydra/config.yaml")))
+    config = OmegaConf.load(next(tmp_path.glob("debug/runs/*/.hydra/config.yaml")))
     assert config.model.hidden_size == 400 and config.model.embedding_size is None and config.model.tie_weights
 
 
@@ -151,7 +151,7 @@ def test_a_user_corpus_path_is_read_from_where_the_command_runs(tmp_path):
     for name in ("train", "valid"):
         (tmp_path / "my" / f"{name}.txt").write_text("the cat sat on the mat\nthe dog sat\n" * 30)
     r = run_cli(["data=text", "data.train_file=my/train.txt", "data.valid_file=my/valid.txt", "data.level=char",
-                 "model.hidden_size=16", "debug=fast"], tmp_path)
+                 "model.hidden_size=16", "debug=fast", "logger=csv"], tmp_path)
     assert r.returncode == 0, r.stderr[-2000:]
     assert _metrics(tmp_path)["status"] == "completed"
     missing = run_cli(["data=text", "data.train_file=nowhere.txt", "data.valid_file=my/valid.txt", "debug=fast"],
@@ -176,9 +176,9 @@ def test_debug_fast_bounds_every_preset_and_experiment(tmp_path):
 
 
 def test_a_preset_under_debug_fast_trains_five_steps(tmp_path):
-    r = run_cli(["+family=shakespeare/gpt", "debug=fast"], tmp_path)
+    r = run_cli(["+family=shakespeare/gpt", "debug=fast", "logger=csv"], tmp_path)
     assert r.returncode == 0, r.stderr[-2000:]
-    history = (next(tmp_path.glob("runs/*/csv/metrics.csv"))).read_text().splitlines()
+    history = (next(tmp_path.glob("debug/runs/*/csv/metrics.csv"))).read_text().splitlines()
     steps = {int(float(row.split(",")[history[0].split(",").index("step")])) for row in history[1:]}
     assert max(steps) <= 5
 

@@ -148,9 +148,9 @@ def test_a_preset_keeps_its_own_recipe(preset, tmp_path):
 def test_the_run_saves_and_logs_its_recipe_and_its_saved_config_reproduces_it(tmp_path):
     (tmp_path / "a").mkdir()
     (tmp_path / "b").mkdir()
-    r = run_cli(["model=gru", "data=sst2", "model.hidden_size=16", "debug=fast"], tmp_path / "a")
+    r = run_cli(["model=gru", "data=sst2", "model.hidden_size=16", "debug=fast", "logger=csv"], tmp_path / "a")
     assert r.returncode == 0, r.stderr[-2000:]
-    run = next((tmp_path / "a").glob("runs/*"))
+    run = next((tmp_path / "a").glob("debug/runs/*"))
     saved = OmegaConf.load(run / ".hydra" / "config.yaml")
     assert saved.recipe == "classification/gru"
     assert (saved.model.optimizer._target_, saved.trainer.gradient_clip_val) == ("torch.optim.Adam", 5.0)

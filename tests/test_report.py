@@ -89,3 +89,27 @@ def test_report_on_a_real_two_job_multirun(tmp_path):
     assert set(report.families(report.read_local([sweep]))) == {"gpt_nano", "lstm"}
     assert "| gpt_nano |" in out["table"] and "| lstm |" in out["table"]
     assert (sweep / "report" / "ppl_vs_tokens.png").stat().st_size > 1000
+
+
+def test_the_report_run_logs_a_sortable_table_of_numbers(tmp_path, monkeypatch):
+    """The W&B report carries the table as a `wandb.Table` whose columns hold numbers (W&B sorts and
+    filters them), in a run of job type `report`; an HTML picture of the markdown sorts nothing."""
+    from wandb_offline import OfflineRun
+
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    sweep = tmp_path / "sweep"
+    _job(sweep, 0, "lstm", 1, [(10, 300), (20, 150)], 140)
+    _job(sweep, 1, "lstm", 2, [(10, 280), (20, 170)], 160)
+    _job(sweep, 2, "gpt", 1, [(5, 400), (15, 120)], 110)
+    report.main([str(sweep), "--wandb", "offline", "--out", str(tmp_path / "out")])
+    (run_dir,) = (tmp_path / "out" / "wandb").glob("offline-run-*")
+    run = OfflineRun.read(run_dir)
+    assert run.job_type == "report" and run.group == "sweep"
+    (logged,) = [row["report/table"] for row in run.history if "report/table" in row]
+    assert logged["_type"] == "table-file"
+    table = run.table(logged)
+    rows = {r[0]: dict(zip(table["columns"], r)) for r in table["data"]}
+    assert list(rows) == ["gpt", "lstm"]
+    assert rows["lstm"]["valid_ppl"] == pytest.approx(160.0) and rows["lstm"]["valid_ppl_sd"] == pytest.approx(math.sqrt(200))
+    assert rows["lstm"]["test_ppl"] == pytest.approx(150.0) and rows["gpt"]["test_ppl"] == pytest.approx(110.0)
+    assert rows["lstm"]["runs"] == 2 and rows["gpt"]["params"] == pytest.approx(3000)

@@ -13,6 +13,7 @@ import json
 import pytest
 import torch
 import wandb
+import yaml
 
 from conftest import TINY, TINY_RNN, compose_cfg
 from seqbench.callbacks.validation_samples import _cell
@@ -47,7 +48,7 @@ def test_offline_run_holds_best_values_panel_keys_samples_and_checkpoints(tmp_pa
     assert run.summary["tested_checkpoint"] == metrics["tested_checkpoint"]
 
     # config: what a parallel-coordinates or scatter panel is drawn from
-    expected = {"family": "ptb/gru", "architecture": "lstm", "preset": "ptb/gru", "recipe": "lm/gru", "corpus": "ptb",
+    expected = {"family": "gru", "architecture": "lstm", "preset": "ptb/gru", "recipe": "lm/gru", "corpus": "ptb",
                 "task": "lm", "params": metrics["params"], "params_non_embedding": metrics["params_non_embedding"],
                 "train_flops": metrics["train/flops"]}
     assert {k: run.config.get(k, "missing") for k in expected} == expected
@@ -56,6 +57,16 @@ def test_offline_run_holds_best_values_panel_keys_samples_and_checkpoints(tmp_pa
     tokens = 3 * 4 * 20 * 35
     assert metrics["curve/tokens"] == tokens
     assert metrics["train/flops"] == tokens * 3 * (2 * (2 * 3 * 16 * (16 + 16)) + 2 * 16 * 10_000)
+
+    # who the run is: named and tagged by the family the preset builds (model=lstm with cell gru), a training job
+    assert (run.name, run.job_type, run.tags) == ("gru-ptb", "train", ["gru", "ptb", "ptb/gru"])
+    assert (metrics["wandb_name"], metrics["wandb_group"]) == ("gru-ptb", "")  # for src/eval.py
+    # the hyperparameters once: the composed config, nested, beside the panel keys; no model's init args
+    composed = {k for k in cfg if k != "hydra"}
+    assert set(run.config) - {"_wandb", "train_flops"} == composed | set(expected) - {"train_flops"}
+    assert run.config["model"]["hidden_size"] == cfg.model.hidden_size and "hidden_size" not in run.config
+    saved = yaml.safe_load((tmp_path / "csv" / "hparams.yaml").read_text())  # the CSV logger's copy
+    assert set(saved) == set(run.config) - {"_wandb", "train_flops"} and saved["model"] == run.config["model"]
 
     # a samples table at each validation: the same 5 prompts, greedy continuations
     logged = [row["val/samples"] for row in run.history if "val/samples" in row]
@@ -106,8 +117,26 @@ def test_lm_samples_are_greedy_continuations_that_draw_no_random_numbers(overrid
     assert torch.equal(torch.get_rng_state(), rng)  # a resumed run replays the same dropout masks
     assert columns == ["prompt", "continuation"] and rows == again and len(rows) == 4
     tokenizer = model.spec.tokenizer
-    assert rows[0][0] == tokenizer.decode(batch["input"][0, :12].tolist())
-    assert all(len(tokenizer.encode(cont)) == 30 for _, cont in rows if "\n" not in cont)
+    assert rows[0][0] == tokenizer.decode(batch["input"][0, :12].tolist()).replace("\n", "\\n")
+    assert all(len(tokenizer.encode(cont)) == 30 for _, cont in rows if not cont.endswith("<eos>"))
+
+
+def test_lm_samples_are_one_line_each_and_stop_at_the_first_eos(tmp_path, monkeypatch):
+    """A cell shows text: line ends escaped, the continuation cut at its first <eos> (marked), and an
+    untrained model's <eos> right away said in words rather than shown as thirty blank lines."""
+    model, batch = _first_val_batch(["model=lstm", "data=ptb", *TINY_RNN], tmp_path)
+    tokenizer, eos = model.spec.tokenizer, model.spec.eos_id
+    words = tokenizer.encode("the company said").tolist()
+    prompt = words + [eos] + words  # a prompt across a line end
+    continuations = [[eos] * 7, words + [eos] + words, (words * 3)[:7]]
+    monkeypatch.setattr(model, "generate", lambda p, n, temperature: torch.tensor(
+        [prompt + c for c in continuations]))
+    batch = {**batch, "input": torch.tensor([prompt] * 3)}
+    _, rows = model.task.samples(model, batch, 3, prompt_len=len(prompt))
+    assert [r[0] for r in rows] == ["the company said\\nthe company said"] * 3
+    assert [r[1] for r in rows] == ["(nothing: <eos> first)", "the company said <eos>",
+                                    "the company said the company said the"]
+    assert not any("\n" in cell for row in rows for cell in row)
 
 
 @pytest.mark.corpus("sst2")

@@ -58,9 +58,14 @@ def _put(tree: dict, path: list[str], value) -> None:
 
 @dataclass
 class OfflineRun:
-    """What the W&B server would show for the run: config, summary, history rows, artifacts, files."""
+    """What the W&B server would show for the run: its name, job type, group and tags, config,
+    summary, history rows, artifacts, files."""
 
     dir: Path
+    name: str = ""
+    job_type: str = ""
+    group: str = ""
+    tags: list[str] = field(default_factory=list)
     config: dict = field(default_factory=dict)
     summary: dict = field(default_factory=dict)
     history: list[dict] = field(default_factory=list)
@@ -77,7 +82,13 @@ class OfflineRun:
         run = cls(Path(run_dir))
         for record in records(log):
             kind = record.WhichOneof("record_type")
-            if kind == "config":
+            if kind == "run":
+                info = record.run
+                run.name, run.job_type, run.group, run.tags = (info.display_name, info.job_type, info.run_group,
+                                                               list(info.tags))
+                for item in info.config.update:  # wandb.init(config=...)
+                    _put(run.config, _path(item), json.loads(item.value_json))
+            elif kind == "config":
                 for item in record.config.update:
                     _put(run.config, _path(item), json.loads(item.value_json))
             elif kind == "summary":

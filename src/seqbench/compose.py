@@ -88,7 +88,8 @@ def debug_overrides(name: str, conf_dir: Path = CONF_DIR) -> list[str]:
 
 def finalize(cfg: DictConfig, overrides: list[str], choices: dict, compose: Compose,
              conf_dir: Path = CONF_DIR) -> DictConfig:
-    """The config of the run: `cfg` recomposed with its recipe and its debug bounds, when it has any.
+    """The config of the run: `cfg` recomposed with its recipe and its debug bounds, when it has any,
+    named and tagged by its family and preset (seqbench.identity).
 
     `overrides` are the command line's (Hydra's task overrides), `choices` the groups chosen, and
     `compose(overrides)` composes the same primary config anew.
@@ -104,9 +105,11 @@ def finalize(cfg: DictConfig, overrides: list[str], choices: dict, compose: Comp
             name, extra = auto, [f"recipe={recipe_file(auto, conf_dir)}"]
     debug = choices.get("debug")
     bounds = [o for o in debug_overrides(debug, conf_dir) if not _key_set(overrides, o.split("=", 1)[0])] if debug else []
+    from seqbench.identity import name_and_tag  # it reads family_of, from this module
+
     chosen_by_hand = name is not None and not extra and name != "none"
     if not extra and not bounds and not chosen_by_hand:
-        return cfg
+        return name_and_tag(cfg, choices)
     final = compose(bounds + list(overrides) + extra)
     if name and name != "none":
         without = cfg if extra else compose([o for o in overrides if not o.lstrip("+").startswith("recipe=")]
@@ -114,7 +117,7 @@ def finalize(cfg: DictConfig, overrides: list[str], choices: dict, compose: Comp
         keep_later_groups(without, final, extra[0].split("=", 1)[1] if extra else name, conf_dir)
         with open_dict(final):
             final.recipe = name  # the recipe of this family and task (classification/gru), whichever file served it
-    return final
+    return name_and_tag(final, choices)
 
 
 # The model's nested groups a recipe may choose, with the keys each one writes into `model`.

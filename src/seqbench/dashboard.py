@@ -1,7 +1,8 @@
 """What a W&B run carries so that a sweep reads as a dashboard without editing panels.
 
 * **Config keys a panel is drawn from**, at the top level beside the resolved config: `family`
-  (the preset, or the model config), `architecture` (the model config: lstm, gpt, ...), `preset`
+  (what the model config builds: rnn, lstm, gru, gpt, ...; seqbench.identity), `architecture` (the
+  model config chosen: `model=lstm` for the three recurrent PTB presets), `preset`
   (`+family=...` or the experiment), `recipe`
   (the training recipe chosen for the run, when there is one), `corpus` (the data config), `task`
   (what the data poses), `params`, `params_non_embedding`, and `train_flops` once training has
@@ -24,6 +25,8 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
+from seqbench.identity import family
+
 STEP = "trainer/global_step"  # Lightning's WandbLogger plots every metric against this
 
 
@@ -32,14 +35,25 @@ def wandb_loggers(trainer) -> list:
 
 
 def run_config(cfg: DictConfig, choices: dict | None, task: str, params: int, params_non_embedding: int) -> dict:
-    """The panel keys, then the resolved config (the hyperparameters every logger records)."""
+    """The panel keys, then the resolved config as Hydra composed it, nested (`model.hidden_size`): the
+    hyperparameters every logger records, once (the models save theirs with `logger=False`)."""
     def choice(group: str) -> str | None:
         return (choices or {}).get(group) or OmegaConf.select(cfg, f"hydra.runtime.choices.{group}", default=None)
 
-    return {"family": choice("family") or choice("model"), "architecture": choice("model"),
+    composed = {k: v for k, v in OmegaConf.to_container(cfg, resolve=True).items() if k != "hydra"}  # Hydra's own
+    return {"family": family(cfg, choices), "architecture": choice("model"),
             "preset": choice("family") or choice("experiment"), "recipe": cfg.get("recipe"),
             "corpus": choice("data"), "task": task, "params": params, "params_non_embedding": params_non_embedding,
-            **OmegaConf.to_container(cfg, resolve=True)}
+            **composed}
+
+
+def wandb_identity(trainer) -> dict[str, str]:
+    """The W&B run's name and group, for `metrics.json`: `src/eval.py` logs its evaluation beside it,
+    and a sweep's group (`sweep-<time>`) is chosen at run time, not in the config."""
+    for logger in wandb_loggers(trainer) if trainer.is_global_zero else []:
+        run = logger.experiment
+        return {"wandb_name": run.name, "wandb_group": run.group}
+    return {}
 
 
 def define_summaries(trainer, task) -> dict[str, str]:

@@ -47,8 +47,8 @@ def hydra_context() -> tuple[Path, dict, list[str], bool]:
 
 
 def final_config(cfg: DictConfig, output_dir: Path, choices: dict, overrides: list[str]) -> DictConfig:
-    """The running job's config with its recipe and debug bounds (seqbench.compose), saved as the run's
-    `.hydra/config.yaml` so the file shows every value the run used."""
+    """The running job's config with its recipe, debug bounds, name and tags (seqbench.compose), saved
+    as the run's `.hydra/config.yaml` so the file shows every value the run used."""
     from hydra import compose
     from hydra.errors import HydraException
 
@@ -60,8 +60,7 @@ def final_config(cfg: DictConfig, output_dir: Path, choices: dict, overrides: li
         final = finalize(cfg, overrides, choices, lambda o: compose(config_name=name, overrides=o))
     except HydraException as exc:
         raise ConfigError(f"the config could not be composed with its recipe: {exc}") from None
-    if final is not cfg:
-        save_config(final, output_dir)
+    save_config(final, output_dir)
     return final
 
 

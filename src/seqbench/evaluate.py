@@ -3,11 +3,14 @@
 The model and data configs come from the run that wrote the checkpoint (its `.hydra/config.yaml`),
 so a checkpoint is evaluated with exactly the vocabulary and batching it was trained with; only
 the data options given on the command line (e.g. `data.eval_batch_size=1`) change. Evaluation
-uses the `trainer` group of this command, so `trainer=ddp_cpu` evaluates with two processes.
+uses the `trainer` group of this command, so `trainer=ddp_cpu` evaluates with two processes. When the
+training run logged to W&B, the evaluation is a W&B run of job type `eval` in the training run's group
+(read from its `metrics.json`), named after it, with the metrics it computed.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import sys
 from pathlib import Path
@@ -18,17 +21,35 @@ from omegaconf import DictConfig, OmegaConf
 
 from seqbench.checkpoints import load_checkpoint
 from seqbench.config_check import check_ckpt_path
+from seqbench.console import log_once
 from seqbench.errors import ConfigError
-from seqbench.run import _is_rank_zero, build, write_metrics
+from seqbench.run import _finish_wandb, _is_rank_zero, build, instantiate, write_metrics
 
 log = logging.getLogger(__name__)
+
+
+def training_run_dir(cfg: DictConfig) -> Path:
+    return Path(cfg.run_dir) if cfg.get("run_dir") else Path(cfg.ckpt_path).resolve().parent.parent
+
+
+def eval_loggers(cfg: DictConfig, run_cfg: DictConfig, output_dir: Path) -> list:
+    """A W&B logger beside the training run's, when it had one: same project and tags, its group and
+    name (as `metrics.json` recorded them: a sweep's group is chosen at run time), job type `eval`."""
+    node = OmegaConf.select(run_cfg, "logger.wandb")
+    if node is None or "_target_" not in node:
+        return []
+    recorded_path = training_run_dir(cfg) / "metrics.json"
+    recorded = json.loads(recorded_path.read_text()) if recorded_path.is_file() else {}
+    name = recorded.get("wandb_name") or run_cfg.get("run_name")
+    return [instantiate(node, "logger.wandb", name=f"{name}-eval" if name else None, job_type=cfg.get("job_type", "eval"),
+                        group=recorded.get("wandb_group") or OmegaConf.select(node, "group"),
+                        save_dir=str(output_dir))]
 
 
 def run_config(cfg: DictConfig) -> DictConfig:
     """The training run's config, with this command's data overrides merged in."""
     check_ckpt_path(cfg.ckpt_path)
-    run_dir = Path(cfg.run_dir) if cfg.get("run_dir") else Path(cfg.ckpt_path).resolve().parent.parent
-    saved = run_dir / ".hydra" / "config.yaml"
+    saved = training_run_dir(cfg) / ".hydra" / "config.yaml"
     if not saved.is_file():
         raise ConfigError(f"{saved} not found: pass run_dir=<the run directory that wrote {cfg.ckpt_path}>.")
     run_cfg = OmegaConf.load(saved)
@@ -40,6 +61,7 @@ def run_config(cfg: DictConfig) -> DictConfig:
 
 
 def evaluate(cfg: DictConfig, output_dir: Path) -> dict:
+    log_once()
     L.seed_everything(cfg.seed, workers=True)
     if cfg.split not in ("valid", "test"):
         raise ConfigError(f"split={cfg.split} is not a split; choose valid or test.")
@@ -48,8 +70,12 @@ def evaluate(cfg: DictConfig, output_dir: Path) -> dict:
     state = load_checkpoint(cfg.ckpt_path, f"ckpt_path={cfg.ckpt_path}")
     model.load_state_dict(state["state_dict"])
     bar = cfg.trainer.get("enable_progress_bar", True) and sys.stdout.isatty()  # as in training: not into a file
-    trainer: L.Trainer = hydra.utils.instantiate(cfg.trainer, logger=False, enable_checkpointing=False,
+    loggers = eval_loggers(cfg, run_cfg, output_dir)
+    trainer: L.Trainer = hydra.utils.instantiate(cfg.trainer, logger=loggers or False, enable_checkpointing=False,
                                                  default_root_dir=str(output_dir), enable_progress_bar=bar)
+    for logger in trainer.loggers:  # what was evaluated: the checkpoint, the split and the run's config, once
+        logger.log_hyperparams({"ckpt_path": str(cfg.ckpt_path), "split": cfg.split,
+                                **{k: v for k, v in OmegaConf.to_container(run_cfg, resolve=True).items() if k != "hydra"}})
     run = trainer.validate if cfg.split == "valid" else trainer.test
     results = run(model, datamodule=datamodule, verbose=True)
     metrics = dict(results[0]) if results else {}
@@ -61,6 +87,7 @@ def evaluate(cfg: DictConfig, output_dir: Path) -> dict:
             print(f"--- sample ---\n{text}")
     if _is_rank_zero():
         write_metrics(output_dir / "eval_metrics.json", metrics)
+    _finish_wandb()
     return metrics
 
 

@@ -59,7 +59,7 @@ def sweep_identity(name: str | None, group: str | None) -> tuple[str | None, str
 
 def wandb_logger(project: str, save_dir: str, name: str | None = None, group: str | None = None,
                  tags: list[str] | None = None, mode: Literal["auto", "online", "offline", "disabled"] = "auto",
-                 entity: str | None = None, log_model: bool = False) -> WandbLogger:
+                 entity: str | None = None, log_model: bool = False, job_type: str | None = None) -> WandbLogger:
     mode = resolve_mode(mode)
     name, group = sweep_identity(name, group)
     Path(save_dir).mkdir(parents=True, exist_ok=True)
@@ -68,5 +68,9 @@ def wandb_logger(project: str, save_dir: str, name: str | None = None, group: st
                  save_dir)
     # the mode goes to wandb.init as it is; Lightning's `offline=True` would only set WANDB_MODE for the
     # whole process, and refuses log_model, which offline runs keep for `wandb sync` to upload
-    return WandbLogger(project=project, name=name, group=group, tags=list(tags or []), save_dir=save_dir,
-                       mode=mode, entity=entity, log_model=log_model)
+    logger = WandbLogger(project=project, name=name, group=group, tags=list(tags or []), save_dir=save_dir,
+                         mode=mode, entity=entity, log_model=log_model, job_type=job_type)
+    # Lightning always passes `anonymous` to wandb.init (None unless asked), and wandb >= 0.19 warns at
+    # every run that the setting has no effect; left out, wandb.init gets exactly what was asked for
+    logger._wandb_init.pop("anonymous", None)
+    return logger

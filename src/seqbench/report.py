@@ -203,27 +203,48 @@ def scored_context(metrics: dict) -> str:
     return "–"
 
 
+def summary_rows(groups: dict[str, list[Run]], target: float | None) -> list[dict]:
+    """The numbers behind the table, one row per family (or configuration), best mean validation
+    perplexity first: means and sample standard deviations over seeds, None where nothing was measured."""
+    out = []
+    for name, rs in sorted(groups.items(), key=lambda kv: mean_std([r.best_val_ppl() for r in kv[1]])[0] or math.inf):
+        def stat(key: str) -> tuple[float | None, float | None]:
+            return mean_std([r.metrics.get(key) for r in rs])
+
+        hit = [t for t in ([r.time_to(target) for r in rs] if target else []) if t is not None]
+        out.append({"family": name, "runs": len(rs), "params": stat("params")[0],
+                    "params_non_embedding": stat("params_non_embedding")[0], "context": scored_context(rs[0].metrics),
+                    "valid_ppl": mean_std([r.best_val_ppl() for r in rs]), "test_ppl": stat("test/ppl"),
+                    "tokens_per_s": stat("tokens_per_s"), "time_to_target_s": mean_std(hit), "reached": len(hit),
+                    "wall_time_s": stat("wall_time_s"), "peak_mem_mb": stat("peak_mem_mb")})
+    return out
+
+
 def table(groups: dict[str, list[Run]], target: float | None) -> str:
     head = ["family", "runs", "params", "non-emb params", "context of a scored token", "valid ppl", "test ppl", "tokens/s",
             f"train time to ppl {target:.1f} (s)" if target else "train time to target (s)", "wall time (s)",
             "peak mem (MB)"]
     lines = ["| " + " | ".join(head) + " |", "|" + "|".join("---" for _ in head) + "|"]
-    for name, rs in sorted(groups.items(), key=lambda kv: mean_std([r.best_val_ppl() for r in kv[1]])[0] or math.inf):
-        def col(key: str, digits: int = 1) -> str:
-            return _fmt(*mean_std([r.metrics.get(key) for r in rs]), digits=digits)
-
-        reached = [r.time_to(target) for r in rs] if target else []
-        hit = [t for t in reached if t is not None]
-        to_target = _fmt(*mean_std(hit), digits=0) if hit else "not reached"
-        if hit and len(hit) < len(rs):
-            to_target += f" ({len(hit)}/{len(rs)} runs)"
-        params = mean_std([r.metrics.get("params") for r in rs])[0]
-        non_emb = mean_std([r.metrics.get("params_non_embedding") for r in rs])[0]
+    for row in summary_rows(groups, target):
+        to_target = _fmt(*row["time_to_target_s"], digits=0) if row["reached"] else "not reached"
+        if row["reached"] and row["reached"] < row["runs"]:
+            to_target += f" ({row['reached']}/{row['runs']} runs)"
+        params, non_emb = row["params"], row["params_non_embedding"]
         lines.append("| " + " | ".join([
-            name, str(len(rs)), f"{params:,.0f}" if params else "–", f"{non_emb:,.0f}" if non_emb else "–",
-            scored_context(rs[0].metrics), _fmt(*mean_std([r.best_val_ppl() for r in rs])), col("test/ppl"), col("tokens_per_s", 0),
-            to_target, col("wall_time_s", 0), col("peak_mem_mb", 0)]) + " |")
+            row["family"], str(row["runs"]), f"{params:,.0f}" if params else "–", f"{non_emb:,.0f}" if non_emb else "–",
+            row["context"], _fmt(*row["valid_ppl"]), _fmt(*row["test_ppl"]), _fmt(*row["tokens_per_s"], digits=0),
+            to_target, _fmt(*row["wall_time_s"], digits=0), _fmt(*row["peak_mem_mb"], digits=0)]) + " |")
     return "\n".join(lines)
+
+
+def wandb_columns(rows: list[dict]) -> tuple[list[str], list[list]]:
+    """The table as W&B columns of numbers (a mean and its sd side by side), so W&B sorts them."""
+    columns = ["family", "runs", "params", "params_non_embedding", "context", "valid_ppl", "valid_ppl_sd", "test_ppl",
+               "test_ppl_sd", "tokens_per_s", "time_to_target_s", "runs_reaching_target", "wall_time_s", "peak_mem_mb"]
+    data = [[r["family"], r["runs"], r["params"], r["params_non_embedding"], r["context"], *r["valid_ppl"], *r["test_ppl"],
+             r["tokens_per_s"][0], r["time_to_target_s"][0], r["reached"], r["wall_time_s"][0], r["peak_mem_mb"][0]]
+            for r in rows]
+    return columns, data
 
 
 # -- plotting -----------------------------------------------------------------------------------
@@ -289,6 +310,7 @@ def write_report(runs: list[Run], out: Path, target: float | None = None, title:
     rows = configurations(runs)  # the table: one row per family, or per size and budget of it
     target = target if target is not None else default_target(rows)
     text = table(rows, target)
+    numbers = wandb_columns(summary_rows(rows, target))
     pngs = {
         "ppl_vs_train_time": plot_curves(groups, "curve/train_time_s", "training time (s)", out / "ppl_vs_time.png"),
         "ppl_vs_tokens": plot_curves(groups, "curve/tokens", "training tokens seen", out / "ppl_vs_tokens.png"),
@@ -313,11 +335,12 @@ def write_report(runs: list[Run], out: Path, target: float | None = None, title:
             writer.writerow([r.name, r.family, m.get("status"), m.get("params"), m.get("params_non_embedding"),
                              r.best_val_ppl(), m.get("test/ppl"), m.get("tokens_per_s"),
                              r.time_to(target) if target else None, m.get("wall_time_s"), m.get("peak_mem_mb")])
-    return {"table": text, "target": target, "report": out / "report.md", "pngs": pngs, "frontier": frontier}
+    return {"table": text, "columns": numbers[0], "rows": numbers[1], "target": target, "report": out / "report.md", "pngs": pngs, "frontier": frontier}
 
 
 def log_to_wandb(result: dict, mode: str, project: str, group: str | None) -> None:
-    """Post the plots and the table to W&B as media of a `report` run ('auto': only when online)."""
+    """Post the plots and the table to W&B as media of a `report` run ('auto': only when online); the
+    table is a `wandb.Table` of numbers, which W&B sorts and filters, not a picture of the markdown."""
     from seqbench.loggers import resolve_mode
 
     resolved = resolve_mode(mode)
@@ -330,7 +353,7 @@ def log_to_wandb(result: dict, mode: str, project: str, group: str | None) -> No
     run = wandb.init(project=project, group=group, job_type="report", mode=mode,
                      dir=str(result["report"].parent))
     run.log({f"report/{k}": wandb.Image(str(p)) for k, p in result["pngs"].items()})
-    run.log({"report/table": wandb.Html(f"<pre>{result['table']}</pre>")})
+    run.log({"report/table": wandb.Table(columns=result["columns"], data=result["rows"])})
     run.finish()
 
 

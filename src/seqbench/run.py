@@ -29,9 +29,11 @@ from lightning.pytorch.callbacks import ProgressBar
 
 from seqbench.budget import apply_compute_budget
 from seqbench.callbacks import LearningCurve, RunStats, StopWhenSolved
+from seqbench.callbacks.preemption import requeued_checkpoint
 from seqbench.compose import describe as describe_recipe
 from seqbench.config_check import check_config
-from seqbench.dashboard import define_summaries, run_config, write_summary
+from seqbench.console import log_once, show_config
+from seqbench.dashboard import define_summaries, run_config, wandb_identity, write_summary
 from seqbench.errors import ConfigError, UserError
 
 log = logging.getLogger(__name__)
@@ -106,6 +108,9 @@ def train(cfg: DictConfig, output_dir: Path, choices: dict | None = None, overri
     metrics_path = output_dir / "metrics.json"
     precision = torch.get_float32_matmul_precision()  # the run's setting is the run's: restored after it
     try:
+        log_once()
+        if _is_rank_zero():
+            show_config(cfg, output_dir)
         log.info(describe_recipe(cfg))
         if cfg.get("seed") is not None:
             L.seed_everything(cfg.seed, workers=True)
@@ -118,16 +123,21 @@ def train(cfg: DictConfig, output_dir: Path, choices: dict | None = None, overri
         metrics.update(params=params, params_non_embedding=model.num_params(non_embedding=True))
         log.info("%s: %s parameters (%s without embeddings)", type(model).__name__, f"{params:,}",
                  f"{metrics['params_non_embedding']:,}")
-        # `family`: which preset (or model config) this run is, for seqbench.report on a W&B group — the
-        # run name says only `lstm` for the RNN and GRU presets, which differ in model.cell; with corpus,
-        # task, recipe and sizes, the keys a W&B panel is drawn from (seqbench.dashboard)
+        # the resolved config, nested as Hydra composed it, once (the models save theirs with logger=False),
+        # after the keys a W&B panel is drawn from: family, preset, corpus, task, recipe, sizes (seqbench.dashboard)
         hparams = run_config(cfg, choices, datamodule.spec.task, params, metrics["params_non_embedding"])
         for logger in trainer.loggers:
             logger.log_hyperparams(hparams)
         define_summaries(trainer, model.task)
+        metrics.update(wandb_identity(trainer))
         if cfg.get("train", True):
             # weights_only: Lightning reads the checkpoint with torch's safe unpickler (seqbench.checkpoints)
-            trainer.fit(model, datamodule=datamodule, ckpt_path=cfg.get("ckpt_path"), weights_only=True)
+            ckpt_path = cfg.get("ckpt_path")
+            if ckpt_path is None and cfg.get("resume_requeued", True):
+                ckpt_path = requeued_checkpoint(trainer)  # a requeued SLURM job, back in its own directory
+                if ckpt_path:
+                    log.info("resuming from %s: this job ran here before and was stopped", ckpt_path)
+            trainer.fit(model, datamodule=datamodule, ckpt_path=ckpt_path, weights_only=True)
         metrics.update({k: v for k, v in trainer.callback_metrics.items()})
         for solve in (c for c in trainer.callbacks if isinstance(c, StopWhenSolved)):
             metrics.update(solve.summary())  # solved, steps_to_solve (train until solved, the probes)

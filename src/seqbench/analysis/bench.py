@@ -1,7 +1,7 @@
 """Training-step time, tokens/s, memory and MFU against sequence length, every family at matched size.
 
     python -m seqbench.bench                                      # CPU, the PTB presets, T = 64 .. 4096
-    python -m seqbench.bench --device cuda --batch-sizes 8,32      # GPU: bf16 autocast, MFU vs the H100 peak
+    python -m seqbench.bench --device cuda --batch-sizes 8,32      # GPU: bf16 autocast, MFU vs the card's stated peak
     python -m seqbench.bench --families ptb/lstm,ptb/gpt --lengths 64,128 --out outputs/bench/quick
 
 The models are the ones the comparison trains: each family is composed from its preset
@@ -26,9 +26,8 @@ as `train/flops`) x tokens/s over the device's peak. The attention term counts t
 matrix even for causal attention, whose mask makes half of it unneeded, and it does so on every device
 and for every kernel — a causal flash kernel that skips the masked blocks does about half that work,
 so its MFU reads up to 2x the work done in the attention term; one convention keeps rows comparable —
-the stated
-989 TFLOP/s bf16 dense for an H100, else the measured throughput of a large matmul in the dtype the
-step runs in (fp32 on CPU). A case is skipped, and says why, once a shorter length of the same
+the card's stated bf16 dense peak (Lightning's `get_available_flops` table: H100, H200, A100, L4, ...),
+else the measured throughput of a large matmul in the dtype the step runs in (fp32 on CPU). A case is skipped, and says why, once a shorter length of the same
 family and batch was slower than `--max-step-s` or when its memory, extrapolated from the family's own
 measured growth (`predicted_mem_gb`), would pass `--max-mem-gb`.
 """
@@ -48,7 +47,6 @@ from pathlib import Path
 
 import torch
 
-H100_BF16_DENSE_TFLOPS = 989.0  # NVIDIA H100 SXM datasheet, dense (no sparsity)
 # after the compared families' PTB presets: GPT with written-out attention (memory ~T²) and the
 # attention models without dropout (the only case PyTorch's CPU flash kernel accepts)
 ATTENTION_VARIANTS = ("ptb/gpt:reference", "ptb/transformer:dropout=0", "ptb/gpt:dropout=0")
@@ -181,11 +179,15 @@ def measure(family: str, batch: int, length: int, vocab: int, device: str, warmu
 
 
 def device_peak_tflops(device: torch.device) -> tuple[float, str]:
-    """The stated bf16 dense peak of an H100, else a measured large-matmul throughput."""
+    """The card's stated bf16 dense peak from Lightning's table of GPUs, else a measured large-matmul
+    throughput (a card the table lacks, or the CPU)."""
     if device.type == "cuda":
+        from lightning.fabric.utilities.throughput import get_available_flops
+
         name = torch.cuda.get_device_name(device)
-        if "H100" in name and not any(form in name for form in ("PCIe", "NVL")):  # the SXM card's peak
-            return H100_BF16_DENSE_TFLOPS, f"stated bf16 dense peak of the {name}"
+        stated = get_available_flops(device, torch.bfloat16)  # the dtype of the benchmark's autocast
+        if stated:
+            return stated / 1e12, f"stated bf16 dense peak of the {name}"
         dtype, n = torch.bfloat16, 8192
     else:
         dtype, n = torch.float32, 2048
@@ -351,8 +353,8 @@ def main(argv: list[str] | None = None) -> list[dict]:
     parser.add_argument("--max-step-s", type=float, default=20.0)
     parser.add_argument("--max-mem-gb", type=float, default=8.0)
     parser.add_argument("--threads", type=int, help="CPU threads (default: torch's)")
-    parser.add_argument("--peak-tflops", type=float, help="the device's peak for MFU (default: stated for an "
-                                                          "H100, else measured)")
+    parser.add_argument("--peak-tflops", type=float, help="the device's peak for MFU (default: stated for a "
+                                                          "GPU Lightning knows, else measured)")
     parser.add_argument("--no-isolate", action="store_true",
                         help="measure every case in this process (CPU peak memory is then unreliable)")
     parser.add_argument("--out", type=Path, help="output folder (default outputs/bench/<device>-<time>)")

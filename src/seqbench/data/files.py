@@ -8,8 +8,6 @@ that exists but does not match its checksum is never overwritten: the user may h
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import hashlib
 import os
 import shutil
@@ -17,6 +15,8 @@ import tempfile
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
+
+from filelock import FileLock
 
 from seqbench.errors import ChecksumError, DataNotFoundError
 
@@ -52,16 +52,10 @@ def verify(path: Path, expected: str | None) -> None:
         )
 
 
-@contextlib.contextmanager
-def _folder_lock(folder: Path):
+def _folder_lock(folder: Path) -> FileLock:
     """Serialise downloads into one folder across processes (DDP ranks all call prepare_data)."""
     folder.mkdir(parents=True, exist_ok=True)
-    with open(folder / ".seqbench.lock", "w") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
+    return FileLock(folder / ".seqbench.lock")
 
 
 def _download(url: str, dest: Path) -> None:

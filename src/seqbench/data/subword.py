@@ -12,14 +12,13 @@ the training files. A changed option or corpus gets a new file; nothing is ever 
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import hashlib
 import json
 import os
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
+from filelock import FileLock
 from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
 
 PAD, UNK, BOS, EOS = "<pad>", "<unk>", "<bos>", "<eos>"
@@ -86,15 +85,10 @@ def train_tokenizer(lines: Iterable[str], vocab_size: int, kind: str = "bpe", se
     return SubwordTokenizer(tok)
 
 
-@contextlib.contextmanager
-def _lock(path: Path):
+def _lock(path: Path) -> FileLock:
+    """The lock beside a cached tokenizer: one process trains it while the others wait, then load."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path.with_suffix(".lock"), "w") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
+    return FileLock(path.with_suffix(".lock"))
 
 
 def cached_tokenizer(cache_dir: Path, key: dict, lines: Callable[[], Iterable[str]]) -> SubwordTokenizer:

@@ -2,7 +2,7 @@
 
 Local files come first: `<data_dir>/wikitext2/` holding either `wiki.{train,valid,test}.tokens`
 (the original release) or `{train,valid,test}.txt`. Without them, and with internet, the corpus is
-fetched through `datasets` from the public hub (`Salesforce/wikitext`, config `wikitext-2-v1`), whose
+fetched through `datasets` (the `hub` extra: `pip install -e ".[hub]"`) from the public hub (`Salesforce/wikitext`, config `wikitext-2-v1`), whose
 cache keeps it, and written into the folder in the original one-line-per-row format so later runs
 and other tools read plain files. The hub copy carries no published checksum, so none is checked;
 local files are read as they are.
@@ -39,7 +39,13 @@ class WikiText2DataModule(LanguageModelDataModule):
             )
         try:
             import datasets
-
+        except ImportError:
+            raise DataNotFoundError(
+                f"WikiText-2: no wiki.{{train,valid,test}}.tokens or {{train,valid,test}}.txt in {self.folder}, and "
+                f"fetching it from the hub needs the datasets package; install it with `pip install -e \".[hub]\"`, "
+                f"or put the files there (or point data.data_dir or SEQBENCH_DATA_DIR at a folder holding wikitext2/)."
+            ) from None
+        try:
             splits = datasets.load_dataset(HUB_NAME, HUB_CONFIG)
         except Exception as exc:  # offline, hub down, or datasets cannot reach it: say so in one line
             raise DataNotFoundError(

@@ -44,7 +44,7 @@ class BertModel(SeqModel):
                  n_layer: int = 2, n_head: int = 4, d_model: int = 128, context: int = 128, dropout: float = 0.1,
                  tokenizer_vocab: int = 8000, pretrained: str | None = None, reinit: bool = False) -> None:
         super().__init__(spec, optimizer, scheduler, scheduler_interval, scheduler_monitor)
-        self.save_hyperparameters(ignore=["spec", "optimizer", "scheduler"])
+        self.save_hyperparameters(ignore=["spec", "optimizer", "scheduler"], logger=False)  # run.py logs the config once
         ckpt = load_pretrained(pretrained, "bert") if pretrained else None
         if spec.task == "mlm":
             self.tokenizer = spec.tokenizer

@@ -29,7 +29,7 @@ class ConvNetModel(SeqModel):
         dropout: float = 0.25,
     ) -> None:
         super().__init__(spec, optimizer, scheduler, scheduler_interval, scheduler_monitor)
-        self.save_hyperparameters(ignore=["spec", "optimizer", "scheduler"])
+        self.save_hyperparameters(ignore=["spec", "optimizer", "scheduler"], logger=False)  # run.py logs the config once
         extras = spec.extras or {}
         self.net = SmallCNN(extras["channels"], extras["height"], extras["width"], spec.num_classes,
                             tuple(widths), convs_per_block, hidden, dropout)

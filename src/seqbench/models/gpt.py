@@ -74,7 +74,7 @@ class GPTModel(WindowedLM):
         reinit: bool = False,
     ) -> None:
         super().__init__(spec, optimizer, scheduler, scheduler_interval, scheduler_monitor)
-        self.save_hyperparameters(ignore=["spec", "optimizer", "scheduler"])
+        self.save_hyperparameters(ignore=["spec", "optimizer", "scheduler"], logger=False)  # run.py logs the config once
         self.pooling = pooling
         self.aux_lm_weight = aux_lm_weight
         self._aux: torch.Tensor | None = None

@@ -37,7 +37,7 @@ class HMMModel(SeqModel):
                  states: int = 64, init_std: float = 1.0, emission_smoothing: float = 0.1,
                  transition_smoothing: float = 1.0) -> None:
         super().__init__(spec, optimizer, scheduler, scheduler_interval, scheduler_monitor)
-        self.save_hyperparameters(ignore=["spec", "optimizer", "scheduler"])
+        self.save_hyperparameters(ignore=["spec", "optimizer", "scheduler"], logger=False)  # run.py logs the config once
         self._state: dict[str, torch.Tensor | None] = {}
         self.crf = None
         if spec.task == "lm":

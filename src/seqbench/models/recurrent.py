@@ -91,7 +91,7 @@ class RecurrentModel(SeqModel):
         recurrent_init: Literal["default", "orthogonal", "identity"] = "default",
     ) -> None:
         super().__init__(spec, optimizer, scheduler, scheduler_interval, scheduler_monitor)
-        self.save_hyperparameters(ignore=["spec", "optimizer", "scheduler"])
+        self.save_hyperparameters(ignore=["spec", "optimizer", "scheduler"], logger=False)  # run.py logs the config once
         self.pooling = pooling
         self._state: dict[str, object] = {}
         self._lr_scale = 1.0  # variable-length BPTT: this window's length / data.bptt

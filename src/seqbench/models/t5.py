@@ -53,7 +53,7 @@ class T5Model(SeqModel):
         label_smoothing: float = 0.0,
     ) -> None:
         super().__init__(spec, optimizer, scheduler, scheduler_interval, scheduler_monitor)
-        self.save_hyperparameters(ignore=["spec", "optimizer", "scheduler"])
+        self.save_hyperparameters(ignore=["spec", "optimizer", "scheduler"], logger=False)  # run.py logs the config once
         self.label_smoothing = label_smoothing
         vocab = max(spec.src_vocab_size, spec.tgt_vocab_size)
         self.net = T5(vocab, n_layer, n_dec_layer, n_head, d_model, d_kv, d_ff, dropout, num_buckets, max_distance)

@@ -59,7 +59,7 @@ class TransformerModel(WindowedLM):
         label_smoothing: float = 0.0,
     ) -> None:
         super().__init__(spec, optimizer, scheduler, scheduler_interval, scheduler_monitor)
-        self.save_hyperparameters(ignore=["spec", "optimizer", "scheduler"])
+        self.save_hyperparameters(ignore=["spec", "optimizer", "scheduler"], logger=False)  # run.py logs the config once
         if spec.task == "lm" and causal is False:
             raise ConfigError("model.causal=false cannot model language left to right: every position would "
                               "see the token it must predict; use it for classification or tagging.")

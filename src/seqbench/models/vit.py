@@ -38,7 +38,7 @@ class ViTModel(SeqModel):
         attn_impl: Literal["sdpa", "reference"] = "sdpa",
     ) -> None:
         super().__init__(spec, optimizer, scheduler, scheduler_interval, scheduler_monitor)
-        self.save_hyperparameters(ignore=["spec", "optimizer", "scheduler"])
+        self.save_hyperparameters(ignore=["spec", "optimizer", "scheduler"], logger=False)  # run.py logs the config once
         extras = spec.extras or {}
         # Unset, the image is cut into a 4 x 4 grid (16 tokens): patch 7 on MNIST's 28 x 28, 8 on CIFAR-10's
         # 32 x 32, so `model=vit` runs on either corpus; a finer grid costs quadratically more attention.

@@ -15,6 +15,7 @@ from torch import nn
 from torchmetrics import MeanMetric
 
 from seqbench.data.streams import IGNORE_INDEX
+from seqbench.tasks.samples import one_line, until_eos
 
 STAGES = ("train", "val", "test")
 
@@ -83,12 +84,14 @@ class LanguageModelling(nn.Module):
 
     def samples(self, model, batch: dict, n: int, prompt_len: int = 12, new_tokens: int = 30):
         """Greedy continuations of the first `prompt_len` tokens of the first `n` validation rows
-        (each row starts elsewhere in the split); None for a family that cannot generate (the HMM)."""
+        (each row starts elsewhere in the split), each on one line and cut at its first `<eos>`
+        (`seqbench.tasks.samples.until_eos`); None for a family that cannot generate (the HMM)."""
         tokenizer = model.spec.tokenizer
         if not callable(getattr(model, "generate", None)) or tokenizer is None:
             return None
         prompt = batch["input"][:n, :prompt_len]  # (n, P)
         out = model.generate(prompt, new_tokens, temperature=0.0)  # (n, P + new_tokens)
         P = prompt.size(1)
-        return ["prompt", "continuation"], [[tokenizer.decode(row[:P].tolist()), tokenizer.decode(row[P:].tolist())]
-                                            for row in out]
+        eos = model.spec.eos_id
+        return ["prompt", "continuation"], [[one_line(tokenizer.decode(row[:P].tolist())),
+                                             until_eos(row[P:].tolist(), tokenizer, eos)] for row in out]

@@ -36,3 +36,22 @@ def text_of(batch: dict, i: int, tokenizer) -> str:
 def spans_text(chunks: set[tuple[str, int, int]], words: list[str]) -> str:
     """Entity chunks as 'PER: John Smith | LOC: Paris', in sentence order."""
     return " | ".join(f"{kind}: {' '.join(words[a:b + 1])}" for kind, a, b in sorted(chunks, key=lambda c: c[1]))
+
+
+def one_line(text: str) -> str:
+    """Text in a table cell: line ends shown as `\\n`, which a cell would otherwise render as blank lines."""
+    return text.replace("\n", "\\n")
+
+
+EMPTY = "(nothing: <eos> first)"
+
+
+def until_eos(ids: list[int], tokenizer, eos_id: int | None) -> str:
+    """A generated continuation up to its first `<eos>` (shown as ` <eos>` at its end), on one line. Early
+    in training a language model predicts `<eos>` everywhere; cut there, the cell says so instead of
+    showing thirty line ends, which look like an empty cell."""
+    stopped = eos_id is not None and eos_id in ids
+    text = one_line(tokenizer.decode(ids[: ids.index(eos_id)] if stopped else ids))
+    if not stopped:
+        return text
+    return f"{text} <eos>" if text.strip() else EMPTY

@@ -1,0 +1,60 @@
+"""What a run prints when it starts: its config as a tree, and every log line once.
+
+* **The config tree** (as lightning-hydra-template's `print_config_tree`): each top-level group of
+  the resolved config as a branch of Rich-highlighted YAML, the groups a user changes most first. It
+  is printed on a terminal and always saved as `config_tree.log` in the run directory, beside
+  `.hydra/config.yaml`, which holds the same values for composing the run again.
+* **Each log line once.** The `lightning` package logger carries a console handler of its own
+  (`INFO: ...`) and also passes its records up to the root logger, where Hydra's console and file
+  handlers print them again (`[time][lightning...][INFO] - ...`). Where the root logger has handlers
+  (every Hydra run), Lightning's own is removed, so its lines come once, in Hydra's format, and
+  also land in the run's log file.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from pathlib import Path
+
+from omegaconf import DictConfig, OmegaConf
+
+ORDER = ("data", "model", "trainer", "callbacks", "logger", "paths")  # then the rest, as composed
+
+
+def config_tree(cfg: DictConfig, order: tuple[str, ...] = ORDER):
+    """A Rich tree of the config's top-level keys (Hydra's own `hydra` node left out)."""
+    from rich.syntax import Syntax
+    from rich.tree import Tree
+
+    tree = Tree("CONFIG", style="dim", guide_style="dim")
+    keys = [k for k in order if k in cfg] + [k for k in cfg if k not in order and k != "hydra"]
+    for key in keys:
+        node = cfg[key]
+        text = OmegaConf.to_yaml(node, resolve=True) if isinstance(node, DictConfig) else str(node)
+        tree.add(key, style="dim", guide_style="dim").add(Syntax(text, "yaml"))
+    return tree
+
+
+def show_config(cfg: DictConfig, output_dir: Path, terminal: bool | None = None) -> Path:
+    """Print the config tree when the output is a terminal, and save it as `<output_dir>/config_tree.log`."""
+    import rich
+
+    tree = config_tree(cfg)
+    if sys.stdout.isatty() if terminal is None else terminal:
+        rich.print(tree)
+    path = Path(output_dir) / "config_tree.log"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w") as f:
+        rich.print(tree, file=f)
+    return path
+
+
+def log_once() -> None:
+    """Drop the `lightning` logger's own console handler when the root logger prints its records."""
+    import lightning  # noqa: F401  (its import adds the handler)
+
+    if logging.getLogger().handlers:
+        package = logging.getLogger("lightning")
+        for handler in list(package.handlers):
+            package.removeHandler(handler)

@@ -1,0 +1,36 @@
+"""The start of a run, as a user sees it: the config as a tree (on a terminal, and in the run
+directory), each log line once, a model summary without a column of zero FLOPs, no W&B warning."""
+
+from __future__ import annotations
+
+from omegaconf import OmegaConf
+
+from conftest import run_cli
+from seqbench.console import show_config
+
+
+def test_a_run_starts_with_its_config_and_says_each_thing_once(tmp_path):
+    out = run_cli(["model=lstm", "data=ptb", "model.hidden_size=16", "model.embedding_size=16", "trainer=cpu",
+                   "trainer.max_steps=2", "trainer.limit_val_batches=1", "trainer.val_check_interval=2",
+                   "test=false", "logger=wandb", f"hydra.run.dir={tmp_path / 'run'}"], tmp_path,
+                  env={"WANDB_MODE": "offline", "WANDB_SILENT": "false"})
+    assert out.returncode == 0, out.stderr[-3000:]
+    printed = out.stdout + out.stderr
+    tree = (tmp_path / "run" / "config_tree.log").read_text()
+    assert tree.startswith("CONFIG") and "hidden_size: 16" in tree and "max_steps: 2" in tree
+    assert "\x1b[" not in tree  # plain text in the file, colours only on a terminal
+    assert printed.count("Seed set to 1234") == 1, printed[:3000]
+    assert printed.count("GPU available") == 1
+    assert "Seed set to 1234" in (tmp_path / "run" / "train.log").read_text()  # Lightning's lines in the log file
+    assert "Total FLOPs" not in printed and "Training FLOPs per token" in printed
+    assert "anonymous" not in printed
+
+
+def test_the_config_tree_is_printed_on_a_terminal(tmp_path, capsys):
+    cfg = OmegaConf.create({"seed": 1, "model": {"hidden_size": 16}, "data": {"batch_size": 4}, "hydra": {"x": 1}})
+    show_config(cfg, tmp_path, terminal=True)
+    shown = capsys.readouterr().out
+    assert shown.index("data") < shown.index("model") < shown.index("seed")  # the groups a user changes first
+    assert "hidden_size: 16" in shown and "hydra" not in shown
+    show_config(cfg, tmp_path, terminal=False)
+    assert capsys.readouterr().out == "" and "batch_size: 4" in (tmp_path / "config_tree.log").read_text()

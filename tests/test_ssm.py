@@ -103,3 +103,19 @@ def test_fused_cpu_scan_has_the_materialised_scans_gradients(carried):
         results.append([y, h, *torch.autograd.grad(loss, [x, *(state or ()), *ssm.parameters()])])
     for got, want in zip(*results):
         assert (got - want).abs().max() <= 1e-10
+
+
+@pytest.mark.parametrize("selective", [True, False])
+def test_cpu_pieces_change_nothing(selective):
+    """A sequence run in CPU pieces of 7 steps gives the one-pass outputs, state and gradients."""
+    torch.manual_seed(0)
+    whole = SelectiveSSM(4, selective=selective, cpu_time_chunk=None).double()
+    pieces = SelectiveSSM(4, selective=selective, cpu_time_chunk=7).double()
+    pieces.load_state_dict(whole.state_dict())
+    x = torch.randn(2, 30, 4, dtype=torch.float64, requires_grad=True)
+    results = []
+    for ssm in (whole, pieces):
+        y, (conv, h) = ssm(x)
+        results.append([y, conv, h, *torch.autograd.grad((y * torch.cos(y)).sum() + h.sum(), [x, *ssm.parameters()])])
+    for got, want in zip(*results):
+        assert (got - want).abs().max() <= 1e-12

@@ -10,17 +10,20 @@ synchronised before each clock read; `--clock cpu`: the process's CPU time, for 
 other jobs), tokens/s = B x T / median, the peak memory the case added (CUDA: the
 allocator's peak; CPU: the process's peak resident set, `ru_maxrss`, above what it held before its
 first case; both include the inputs and gradients), and each method's ratio to the fused LSTM (and
-to the flash attention sublayer) at the same T, measured in the same run.
+to the fused attention kernels) at the same T, measured in the same run.
 
 Methods (each scan implementation runs on every device; `default_method` says which the layers pick):
 
 - lstm_fused: `nn.LSTM(D, D)`, one layer (cuDNN on CUDA, ATen's fused CPU kernels, oneDNN where
   it applies).
-- attention_flash / attention_math: the GPT attention sublayer, qkv projection +
-  `F.scaled_dot_product_attention(causal)` + output projection, D / 64 heads, with the SDPA
-  backend pinned by `torch.nn.attention.sdpa_kernel` (a backend the device lacks is recorded).
+- attention_flash / attention_efficient (CUDA) / attention_math: the GPT attention sublayer, qkv
+  projection + `F.scaled_dot_product_attention(causal)` + output projection, D / 64 heads, with
+  the SDPA backend pinned by `torch.nn.attention.sdpa_kernel` (a backend the device or dtype lacks
+  is recorded as an error row: CUDA's flash kernel needs --bf16).
 - mingru_<scan>, minlstm_<scan>: `seqbench.nn.min_rnn` with hidden = D, scan in loop / doubling / log.
-- ssm_<scan>: `seqbench.nn.ssm.SelectiveSSM(D)` (expand 2, d_state 16), scan in loop / doubling.
+- ssm_<scan>: `seqbench.nn.ssm.SelectiveSSM(D)` (expand 2, d_state 16): "loop" is its fused
+  step-by-step selective scan, "doubling" the materialised (B, T, E, N) coefficients through the
+  doubling scan.
 
 Every method runs in its own child process, its T in increasing order, so the CPU peak memory is
 that method's own, and a case killed by the OS for memory loses only that method's larger T.
@@ -29,7 +32,7 @@ calibration run at T = 128 for the first — linearly in T (quadratically for th
 path); a case predicted to pass `--max-case-s` seconds or the free memory is skipped and says why,
 and so are the larger T of that method.
 
-Imports only torch, numpy-free stdlib and seqbench.nn (pure torch), so it runs on a bare GPU
+Imports only torch, the standard library and seqbench.nn (pure torch), so it runs on a bare GPU
 machine: `PYTHONPATH=src python -m seqbench.analysis.layer_bench ...`.
 """
 

@@ -196,11 +196,13 @@ def run_method(name: str, args) -> list[dict]:
         if reason is None and prev["status"] != "ok":
             reason = "skipped: a shorter T was skipped"
         if reason is None:
+            # time and memory grow alike: linearly, or quadratically with the math path's T x T scores
             scale = (T / prev["T"]) ** exponent
-            if prev["seconds"] * scale > args.max_case_s:
-                reason = f"skipped: predicted {prev['seconds'] * scale:.0f} s per fwd+bwd > {args.max_case_s:g} s"
-            elif prev["peak_memory_bytes"] * T / prev["T"] > 0.8 * _free_memory(device):
-                reason = (f"skipped: predicted {prev['peak_memory_bytes'] * T / prev['T'] / 2**30:.1f} GiB > 80 % of "
+            seconds, memory = prev["wall_seconds"] * scale, prev["peak_memory_bytes"] * scale
+            if seconds > args.max_case_s:
+                reason = f"skipped: predicted {seconds:.0f} s per fwd+bwd > {args.max_case_s:g} s"
+            elif memory > 0.8 * _free_memory(device):
+                reason = (f"skipped: predicted {memory / 2**30:.1f} GiB > 80 % of "
                           f"the free {_free_memory(device) / 2**30:.1f} GiB")
         if reason is None:
             try:

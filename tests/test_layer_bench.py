@@ -22,7 +22,8 @@ def test_a_case_predicted_past_free_memory_is_skipped(monkeypatch):
     """The calibration at T = 128 "takes" 1 GiB, so T = 256 would need 2 of the free 1 GiB."""
     monkeypatch.setattr(layer_bench, "_free_memory", lambda device: 2**30)
     monkeypatch.setattr(layer_bench.Meter, "peak", lambda self: 2**30)
-    args = layer_bench.parse_args(["--T", "256", "--batch", "1", "--width", "8", "--warmup", "0", "--repeats", "1"])
+    args = layer_bench.parse_args(["--T", "256", "--batch", "1", "--width", "8", "--warmup", "0",
+                                   "--repeats", "1"])
     (row,) = layer_bench.run_method("mingru_loop", args)
     assert row["status"].startswith("skipped: predicted 2.0 GiB")
 

@@ -94,7 +94,8 @@ class _MinRNN(nn.Module):
 
     n_gates: int
 
-    def __init__(self, input_size: int, hidden_size: int, scan: str | None = None, cpu_time_chunk: int | None = 512):
+    def __init__(self, input_size: int, hidden_size: int, scan: str | None = None,
+                 cpu_time_chunk: int | None = 512):
         super().__init__()
         self.hidden_size = hidden_size
         self.scan = scan  # None: the device's fastest (seqbench.nn.scan.default_method)

@@ -20,6 +20,7 @@ selective block runs `_SelectiveScan` instead, which never materialises them.
 
 from __future__ import annotations
 
+import functools
 import math
 
 import torch
@@ -164,7 +165,11 @@ class SelectiveSSM(nn.Module):
         """The selective recurrence by `_SelectiveScan` (the same Δ, B, C as `_coefficients`)."""
         dt, B, C = self.x_proj(u).split([self.dt_rank, self.d_state, self.d_state], dim=-1)
         delta = F.softplus(self.dt_proj(dt))  # (B, T, E)
-        y, h_last = _SelectiveScan.apply(delta * u, delta, -torch.exp(self.A_log), B, C, h0)
+        inputs = [delta * u, delta, -torch.exp(self.A_log), B, C]
+        # one dtype for all: CUDA's bf16 autocast runs softplus in fp32 and x_proj in bf16
+        dtype = functools.reduce(torch.promote_types, [t.dtype for t in inputs])
+        inputs = [t.to(dtype) for t in inputs]
+        y, h_last = _SelectiveScan.apply(*inputs, None if h0 is None else h0.to(dtype))
         return y + self.D * u, h_last
 
     def _conv(self, u: Tensor, conv_state: Tensor | None) -> tuple[Tensor, Tensor]:

@@ -120,3 +120,17 @@ def test_cpu_pieces_change_nothing(selective):
         results.append([y, conv, h, *torch.autograd.grad(loss, [x, *ssm.parameters()])])
     for got, want in zip(*results):
         assert (got - want).abs().max() <= 1e-12
+
+
+def test_fused_scan_takes_the_mixed_dtypes_of_cuda_bf16_autocast():
+    """Under CUDA's bf16 autocast x_proj gives bf16 B, C while softplus gives an fp32 Δ; emulated
+    here on the CPU, the fused scan must still run forward and backward (bmm refuses mixed dtypes)."""
+    torch.manual_seed(0)
+    ssm = SelectiveSSM(8, scan="loop")
+    x_proj, dt_proj = ssm.x_proj.forward, ssm.dt_proj.forward
+    ssm.x_proj.forward = lambda u: x_proj(u).bfloat16()
+    ssm.dt_proj.forward = lambda dt: dt_proj(dt.float())
+    x = torch.randn(2, 10, 8, requires_grad=True)
+    y, _ = ssm(x)
+    y.sum().backward()
+    assert torch.isfinite(x.grad).all() and x.grad.abs().sum() > 0

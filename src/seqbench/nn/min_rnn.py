@@ -24,7 +24,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from seqbench.nn.scan import default_method, linear_scan, log_space_scan, scan_step
+from seqbench.nn.scan import default_method, linear_scan, log_space_scan, scan_step, without_autocast
 
 
 def g(x: Tensor) -> Tensor:
@@ -57,6 +57,7 @@ class _MinGRUGates(torch.autograd.Function):
     allocating its own gradient: on a CPU these passes, not the scan, are most of a layer's time."""
 
     @staticmethod
+    @without_autocast
     def forward(ctx, k: Tensor) -> tuple[Tensor, Tensor]:
         k_z, k_h = k.chunk(2, dim=-1)
         z = torch.sigmoid(k_z)
@@ -67,6 +68,7 @@ class _MinGRUGates(torch.autograd.Function):
 
     @staticmethod
     @torch.autograd.function.once_differentiable
+    @without_autocast
     def backward(ctx, grad_a: Tensor, grad_b: Tensor) -> Tensor:
         # Fresh CPU buffers of this size cost more (page faults) than the arithmetic, so every pass
         # below writes into dk or the one scratch tensor w
@@ -143,6 +145,7 @@ class _MinLSTMGates(torch.autograd.Function):
     gates underflow. Hand-written backward for the reason `_MinGRUGates` gives."""
 
     @staticmethod
+    @without_autocast
     def forward(ctx, k: Tensor) -> tuple[Tensor, Tensor]:
         k_f, k_i, k_h = k.chunk(3, dim=-1)
         b = F.logsigmoid(k_i).sub_(F.logsigmoid(k_f))  # r, until it holds b
@@ -154,6 +157,7 @@ class _MinLSTMGates(torch.autograd.Function):
 
     @staticmethod
     @torch.autograd.function.once_differentiable
+    @without_autocast
     def backward(ctx, grad_a: Tensor, grad_b: Tensor) -> Tensor:
         k, i_norm, gh = ctx.saved_tensors
         k_f, k_i, k_h = k.chunk(3, dim=-1)

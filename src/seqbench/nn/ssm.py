@@ -27,7 +27,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from seqbench.nn.scan import default_method, linear_scan, scan_step
+from seqbench.nn.scan import default_method, linear_scan, scan_step, without_autocast
 
 SSMState = tuple[Tensor, Tensor]  # (conv inputs (B, E, kernel - 1), h (B, E, N))
 
@@ -54,6 +54,7 @@ class _SelectiveScan(torch.autograd.Function):
     CHUNK = 32
 
     @staticmethod
+    @without_autocast
     def forward(ctx, x, delta, A, B, C, h0):
         Bsz, T, E = x.shape
         N, K = A.shape[1], _SelectiveScan.CHUNK
@@ -75,6 +76,7 @@ class _SelectiveScan(torch.autograd.Function):
 
     @staticmethod
     @torch.autograd.function.once_differentiable
+    @without_autocast
     def backward(ctx, grad_y, grad_hT):
         x, delta, A, B, C, checkpoints = ctx.saved_tensors
         Bsz, T, E = x.shape

@@ -22,10 +22,10 @@ Three implementations, all exact (they differ only in float rounding):
   log a, log b directly, so a caller can feed the numerically stable log-gates.
 
 "loop" and "doubling" share one hand-written backward (`_LinearScan`): the adjoint of a linear
-scan is the same scan run backwards in time,
+scan is the same scan run backwards in time (steps t = 0 .. T-1, h_{-1} = h0),
 
-    g_t = dL/dh_t + a_{t+1} g_{t+1}          (g_T = dL/dh_T)
-    dL/db_t = g_t,   dL/da_t = g_t h_{t-1},   dL/dh0 = a_1 g_1,
+    g_t = dL/dh_t + a_{t+1} g_{t+1}          (g_{T-1} = dL/dh_{T-1})
+    dL/db_t = g_t,   dL/da_t = g_t h_{t-1},   dL/dh0 = a_0 g_0,
 
 so the backward costs one more scan and stores only a and h (autograd through the loop would keep
 T intermediate nodes and run T tiny backward kernels per op).

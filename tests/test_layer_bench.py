@@ -48,3 +48,16 @@ def test_a_run_writes_the_machine_the_command_and_every_case(tmp_path):
     assert [(r["method"], r["T"], r["status"]) for r in result["results"]] == [("lstm_fused", 16, "ok"),
                                                                                 ("mingru_loop", 16, "ok")]
     assert result["results"][0]["ratio_vs_lstm_fused"] == 1.0 and result["results"][1]["tokens_per_s"] > 0
+
+
+def test_a_method_the_device_cannot_run_is_an_error_row_for_every_length(monkeypatch):
+    """CUDA's flash SDPA kernel has no fp32 path; the method's rows say so instead of the child dying."""
+    table = layer_bench.methods("cpu")
+
+    def no_kernel(module, x):
+        raise RuntimeError("No available kernel. Aborting execution.")
+
+    monkeypatch.setattr(layer_bench, "methods", lambda device: {**table, "attention_flash": (
+        table["attention_flash"][0], no_kernel, 1)})
+    rows = layer_bench.run_method("attention_flash", tiny_args())
+    assert [r["status"] for r in rows] == ["error: RuntimeError: No available kernel. Aborting execution."] * 2

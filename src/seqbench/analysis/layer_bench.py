@@ -185,18 +185,21 @@ def run_method(name: str, args) -> list[dict]:
     if device.type == "cpu":
         torch.set_num_threads(args.threads)
     build, forward, exponent = methods(args.device)[name]
-    # one tiny case first, so the memory baseline already holds the kernels' libraries and buffers
-    once = argparse.Namespace(**{**vars(args), "warmup": 0, "repeats": 1})
-    time_case(build, forward, device, 2, once, Meter(device))
+    rows, prev, failure = [], None, None
+    try:
+        # one tiny case first, so the memory baseline already holds the kernels' libraries and buffers
+        once = argparse.Namespace(**{**vars(args), "warmup": 0, "repeats": 1})
+        time_case(build, forward, device, 2, once, Meter(device))
+    except Exception as err:  # a backend the device lacks, an unsupported dtype: say so, for every T
+        failure = f"error: {type(err).__name__}: {str(err).splitlines()[0][:200]}"
     meter = Meter(device)
-    rows, prev = [], None
     for T in sorted(args.T):
         row = {"method": name, "T": T}
-        reason = None
-        if prev is None:
+        reason = failure
+        if reason is None and prev is None:
             try:
                 prev = {"T": CALIBRATION_T, **time_case(build, forward, device, CALIBRATION_T, args, meter)}
-            except Exception as err:  # a backend the device lacks, an unsupported dtype: say so
+            except Exception as err:
                 reason = f"error: {type(err).__name__}: {str(err).splitlines()[0][:200]}"
         if reason is None and prev["status"] != "ok":
             reason = "skipped: a shorter T was skipped"
@@ -233,7 +236,7 @@ def _spawn(name: str, argv: list[str], lengths: list[int]) -> list[dict]:
     rows = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
     if proc.returncode != 0:
         done = {r["T"] for r in rows}
-        why = f"child exited {proc.returncode} (killed for memory?): {proc.stderr.strip().splitlines()[-1:]}"
+        why = f"child exited {proc.returncode} (-9: killed, e.g. for memory): {proc.stderr.strip()[-300:]}"
         rows += [{"method": name, "T": T, "status": why} for T in sorted(set(lengths) - done)]
     return rows
 

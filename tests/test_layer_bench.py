@@ -22,7 +22,8 @@ def test_a_case_predicted_past_free_memory_is_skipped(monkeypatch):
     """The calibration at T = 128 "takes" 1 GiB, so T = 256 would need 2 of the free 1 GiB."""
     monkeypatch.setattr(layer_bench, "_free_memory", lambda device: 2**30)
     monkeypatch.setattr(layer_bench.Meter, "peak", lambda self: 2**30)
-    args = layer_bench.parse_args(["--T", "256", "--batch", "1", "--width", "8", "--warmup", "0", "--repeats", "1"])
+    args = layer_bench.parse_args(["--T", "256", "--batch", "1", "--width", "8", "--warmup", "0",
+                                   "--repeats", "1"])
     (row,) = layer_bench.run_method("mingru_loop", args)
     assert row["status"].startswith("skipped: predicted 2.0 GiB")
 
@@ -47,3 +48,16 @@ def test_a_run_writes_the_machine_the_command_and_every_case(tmp_path):
     assert [(r["method"], r["T"], r["status"]) for r in result["results"]] == [("lstm_fused", 16, "ok"),
                                                                                 ("mingru_loop", 16, "ok")]
     assert result["results"][0]["ratio_vs_lstm_fused"] == 1.0 and result["results"][1]["tokens_per_s"] > 0
+
+
+def test_a_method_the_device_cannot_run_is_an_error_row_for_every_length(monkeypatch):
+    """CUDA's flash SDPA kernel has no fp32 path; the method's rows say so instead of the child dying."""
+    table = layer_bench.methods("cpu")
+
+    def no_kernel(module, x):
+        raise RuntimeError("No available kernel. Aborting execution.")
+
+    monkeypatch.setattr(layer_bench, "methods", lambda device: {**table, "attention_flash": (
+        table["attention_flash"][0], no_kernel, 1)})
+    rows = layer_bench.run_method("attention_flash", tiny_args())
+    assert [r["status"] for r in rows] == ["error: RuntimeError: No available kernel. Aborting execution."] * 2

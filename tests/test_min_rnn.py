@@ -81,3 +81,18 @@ def test_state_carried_across_two_chunks_equals_one_pass(cls):
     second, last_2 = layer(x[:, 17:], h)
     assert (torch.cat([first, second], dim=1) - whole).abs().max() <= 1e-12
     assert (last_2 - last).abs().max() <= 1e-12
+
+
+@pytest.mark.parametrize("cls", LAYERS)
+def test_cpu_pieces_change_nothing(cls):
+    """A sequence run in CPU pieces of 7 steps gives the one-pass outputs, state and gradients."""
+    torch.manual_seed(0)
+    whole, pieces = cls(4, 5, cpu_time_chunk=None).double(), cls(4, 5, cpu_time_chunk=7).double()
+    pieces.load_state_dict(whole.state_dict())
+    x = torch.randn(2, 30, 4, dtype=torch.float64, requires_grad=True)
+    results = []
+    for layer in (whole, pieces):
+        h, h_last = layer(x)
+        results.append([h, h_last, *torch.autograd.grad((h * torch.cos(h)).sum(), [x, *layer.parameters()])])
+    for got, want in zip(*results):
+        assert (got - want).abs().max() <= 1e-12

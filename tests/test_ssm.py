@@ -83,20 +83,54 @@ def test_a_is_initialised_s4d_real():
     assert dt.min() >= 1e-3 and dt.max() <= 0.1  # Mamba's Δ range at init
 
 
-def test_fused_cpu_scan_has_the_materialised_scans_gradients():
+@pytest.mark.parametrize("carried", [True, False])
+def test_fused_cpu_scan_has_the_materialised_scans_gradients(carried):
     """The selective SSM's hand-written `_SelectiveScan` (scan="loop") against autograd through the
-    materialised (B, T, E, N) coefficients and the doubling scan: outputs, final state, every gradient."""
+    materialised (B, T, E, N) coefficients and the doubling scan: outputs, final state, every
+    gradient; 75 steps span its recomputed chunks of 32 and a partial one."""
     torch.manual_seed(0)
     fused = SelectiveSSM(6, scan="loop").double()
     materialised = SelectiveSSM(6, scan="doubling").double()
     materialised.load_state_dict(fused.state_dict())
-    x = torch.randn(2, 40, 6, dtype=torch.float64, requires_grad=True)
-    first, state = fused(x[:, :5])  # a carried state, so dL/dh0 is checked too
-    state = tuple(s.detach().requires_grad_() for s in state)
+    x = torch.randn(2, 80, 6, dtype=torch.float64, requires_grad=True)
+    state = None
+    if carried:  # so dL/dh0 and dL/d(conv state) are checked too
+        state = tuple(s.detach().requires_grad_() for s in fused(x[:, :5])[1])
     results = []
     for ssm in (fused, materialised):
         y, (_, h) = ssm(x[:, 5:], state)
         loss = (y * torch.linspace(-1, 1, y.numel(), dtype=torch.float64).view_as(y)).sum() + h.sum()
-        results.append([y, h, *torch.autograd.grad(loss, [x, *state, *ssm.parameters()])])
+        results.append([y, h, *torch.autograd.grad(loss, [x, *(state or ()), *ssm.parameters()])])
     for got, want in zip(*results):
         assert (got - want).abs().max() <= 1e-10
+
+
+@pytest.mark.parametrize("selective", [True, False])
+def test_cpu_pieces_change_nothing(selective):
+    """A sequence run in CPU pieces of 7 steps gives the one-pass outputs, state and gradients."""
+    torch.manual_seed(0)
+    whole = SelectiveSSM(4, selective=selective, cpu_time_chunk=None).double()
+    pieces = SelectiveSSM(4, selective=selective, cpu_time_chunk=7).double()
+    pieces.load_state_dict(whole.state_dict())
+    x = torch.randn(2, 30, 4, dtype=torch.float64, requires_grad=True)
+    results = []
+    for ssm in (whole, pieces):
+        y, (conv, h) = ssm(x)
+        loss = (y * torch.cos(y)).sum() + h.sum()
+        results.append([y, conv, h, *torch.autograd.grad(loss, [x, *ssm.parameters()])])
+    for got, want in zip(*results):
+        assert (got - want).abs().max() <= 1e-12
+
+
+def test_fused_scan_takes_the_mixed_dtypes_of_cuda_bf16_autocast():
+    """Under CUDA's bf16 autocast x_proj gives bf16 B, C while softplus gives an fp32 Δ; emulated
+    here on the CPU, the fused scan must still run forward and backward (bmm refuses mixed dtypes)."""
+    torch.manual_seed(0)
+    ssm = SelectiveSSM(8, scan="loop")
+    x_proj, dt_proj = ssm.x_proj.forward, ssm.dt_proj.forward
+    ssm.x_proj.forward = lambda u: x_proj(u).bfloat16()
+    ssm.dt_proj.forward = lambda dt: dt_proj(dt.float())
+    x = torch.randn(2, 10, 8, requires_grad=True)
+    y, _ = ssm(x)
+    y.sum().backward()
+    assert torch.isfinite(x.grad).all() and x.grad.abs().sum() > 0

@@ -1,6 +1,7 @@
 """One layer's training speed against T: the fused LSTM, attention and the parallel recurrences.
 
-    python -m seqbench.analysis.layer_bench --device cpu --T 512 2048 --batch 16 --width 256 --threads 1 --out results.json
+    python -m seqbench.analysis.layer_bench --device cpu --T 512 2048 --batch 16 --width 256 --threads 1 \
+        --clock cpu --out results.json
     python -m seqbench.analysis.layer_bench --device cuda --T 512 2048 8192 --out gpu.json [--bf16]
 
 A case is one (method, T): a batch of B random sequences of T vectors of width D (requires_grad,
@@ -10,17 +11,20 @@ synchronised before each clock read; `--clock cpu`: the process's CPU time, for 
 other jobs), tokens/s = B x T / median, the peak memory the case added (CUDA: the
 allocator's peak; CPU: the process's peak resident set, `ru_maxrss`, above what it held before its
 first case; both include the inputs and gradients), and each method's ratio to the fused LSTM (and
-to the flash attention sublayer) at the same T, measured in the same run.
+to the fused attention kernels) at the same T, measured in the same run.
 
 Methods (each scan implementation runs on every device; `default_method` says which the layers pick):
 
 - lstm_fused: `nn.LSTM(D, D)`, one layer (cuDNN on CUDA, ATen's fused CPU kernels, oneDNN where
   it applies).
-- attention_flash / attention_math: the GPT attention sublayer, qkv projection +
-  `F.scaled_dot_product_attention(causal)` + output projection, D / 64 heads, with the SDPA
-  backend pinned by `torch.nn.attention.sdpa_kernel` (a backend the device lacks is recorded).
+- attention_flash / attention_efficient (CUDA) / attention_math: the GPT attention sublayer, qkv
+  projection + `F.scaled_dot_product_attention(causal)` + output projection, D / 64 heads, with
+  the SDPA backend pinned by `torch.nn.attention.sdpa_kernel` (a backend the device or dtype lacks
+  is recorded as an error row: CUDA's flash kernel needs --bf16).
 - mingru_<scan>, minlstm_<scan>: `seqbench.nn.min_rnn` with hidden = D, scan in loop / doubling / log.
-- ssm_<scan>: `seqbench.nn.ssm.SelectiveSSM(D)` (expand 2, d_state 16), scan in loop / doubling.
+- ssm_<scan>: `seqbench.nn.ssm.SelectiveSSM(D)` (expand 2, d_state 16): "loop" is its fused
+  step-by-step selective scan, "doubling" the materialised (B, T, E, N) coefficients through the
+  doubling scan.
 
 Every method runs in its own child process, its T in increasing order, so the CPU peak memory is
 that method's own, and a case killed by the OS for memory loses only that method's larger T.
@@ -29,7 +33,7 @@ calibration run at T = 128 for the first — linearly in T (quadratically for th
 path); a case predicted to pass `--max-case-s` seconds or the free memory is skipped and says why,
 and so are the larger T of that method.
 
-Imports only torch, numpy-free stdlib and seqbench.nn (pure torch), so it runs on a bare GPU
+Imports only torch, the standard library and seqbench.nn (pure torch), so it runs on a bare GPU
 machine: `PYTHONPATH=src python -m seqbench.analysis.layer_bench ...`.
 """
 
@@ -73,7 +77,8 @@ class AttentionSublayer(nn.Module):
         from torch.nn.attention import SDPBackend, sdpa_kernel
 
         B, T, C = x.shape
-        q, k, v = self.qkv(x).view(B, T, 3, self.n_head, C // self.n_head).permute(2, 0, 3, 1, 4)  # (B, nh, T, hs)
+        qkv = self.qkv(x).view(B, T, 3, self.n_head, C // self.n_head)
+        q, k, v = qkv.permute(2, 0, 3, 1, 4)  # 3 x (B, nh, T, hs)
         backend = {"flash": SDPBackend.FLASH_ATTENTION, "efficient": SDPBackend.EFFICIENT_ATTENTION,
                    "math": SDPBackend.MATH}[self.backend]
         with sdpa_kernel(backend):
@@ -93,7 +98,8 @@ def methods(device: str) -> dict[str, tuple]:
                                              lambda m, x: m(x), 2 if backend == "math" else 1)
     for family, cls in (("mingru", MinGRU), ("minlstm", MinLSTM)):
         for scan in SCANS:
-            table[f"{family}_{scan}"] = (lambda D, cls=cls, scan=scan: cls(D, D, scan=scan), lambda m, x: m(x)[0], 1)
+            table[f"{family}_{scan}"] = (lambda D, cls=cls, scan=scan: cls(D, D, scan=scan),
+                                         lambda m, x: m(x)[0], 1)
     for scan in SCANS:
         if scan != "log":  # the SSM's b = Δ B u changes sign: the log-space scan does not apply
             table[f"ssm_{scan}"] = (lambda D, scan=scan: SelectiveSSM(D, scan=scan), lambda m, x: m(x)[0], 1)
@@ -167,7 +173,8 @@ def time_case(build, forward, device, T: int, args, meter: Meter) -> dict:
     wall = statistics.median(times) if times else elapsed
     cpu = statistics.median(cpu_times) if cpu_times else None
     seconds = cpu if args.clock == "cpu" and cpu is not None else wall
-    return {"status": "ok", "seconds": seconds, "wall_seconds": wall, "cpu_seconds": cpu, "repeats": len(times),
+    return {"status": "ok", "seconds": seconds, "wall_seconds": wall, "cpu_seconds": cpu,
+            "repeats": len(times),
             "tokens_per_s": args.batch * T / seconds, "peak_memory_bytes": meter.peak(),
             "load_1min": os.getloadavg()[0]}
 
@@ -178,26 +185,32 @@ def run_method(name: str, args) -> list[dict]:
     if device.type == "cpu":
         torch.set_num_threads(args.threads)
     build, forward, exponent = methods(args.device)[name]
-    # one tiny case first, so the memory baseline already holds the kernels' libraries and buffers
-    time_case(build, forward, device, 2, argparse.Namespace(**{**vars(args), "warmup": 0, "repeats": 1}), Meter(device))
+    rows, prev, failure = [], None, None
+    try:
+        # one tiny case first, so the memory baseline already holds the kernels' libraries and buffers
+        once = argparse.Namespace(**{**vars(args), "warmup": 0, "repeats": 1})
+        time_case(build, forward, device, 2, once, Meter(device))
+    except Exception as err:  # a backend the device lacks, an unsupported dtype: say so, for every T
+        failure = f"error: {type(err).__name__}: {str(err).splitlines()[0][:200]}"
     meter = Meter(device)
-    rows, prev = [], None
     for T in sorted(args.T):
         row = {"method": name, "T": T}
-        reason = None
-        if prev is None:
+        reason = failure
+        if reason is None and prev is None:
             try:
                 prev = {"T": CALIBRATION_T, **time_case(build, forward, device, CALIBRATION_T, args, meter)}
-            except Exception as err:  # a backend the device lacks, an unsupported dtype: say so
+            except Exception as err:
                 reason = f"error: {type(err).__name__}: {str(err).splitlines()[0][:200]}"
         if reason is None and prev["status"] != "ok":
             reason = "skipped: a shorter T was skipped"
         if reason is None:
+            # time and memory grow alike: linearly, or quadratically with the math path's T x T scores
             scale = (T / prev["T"]) ** exponent
-            if prev["seconds"] * scale > args.max_case_s:
-                reason = f"skipped: predicted {prev['seconds'] * scale:.0f} s per fwd+bwd > {args.max_case_s:g} s"
-            elif prev["peak_memory_bytes"] * T / prev["T"] > 0.8 * _free_memory(device):
-                reason = (f"skipped: predicted {prev['peak_memory_bytes'] * T / prev['T'] / 2**30:.1f} GiB > 80 % of "
+            seconds, memory = prev["wall_seconds"] * scale, prev["peak_memory_bytes"] * scale
+            if seconds > args.max_case_s:
+                reason = f"skipped: predicted {seconds:.0f} s per fwd+bwd > {args.max_case_s:g} s"
+            elif memory > 0.8 * _free_memory(device):
+                reason = (f"skipped: predicted {memory / 2**30:.1f} GiB > 80 % of "
                           f"the free {_free_memory(device) / 2**30:.1f} GiB")
         if reason is None:
             try:
@@ -223,7 +236,7 @@ def _spawn(name: str, argv: list[str], lengths: list[int]) -> list[dict]:
     rows = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
     if proc.returncode != 0:
         done = {r["T"] for r in rows}
-        why = f"child exited {proc.returncode} (killed for memory?): {proc.stderr.strip().splitlines()[-1:]}"
+        why = f"child exited {proc.returncode} (-9: killed, e.g. for memory): {proc.stderr.strip()[-300:]}"
         rows += [{"method": name, "T": T, "status": why} for T in sorted(set(lengths) - done)]
     return rows
 
@@ -241,7 +254,8 @@ def machine(device: torch.device) -> dict:
     """Where the numbers come from: CPU model (lscpu), GPU name, torch, threads, date."""
     try:
         lscpu = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
-        cpu = next((line.split(":", 1)[1].strip() for line in lscpu.splitlines() if line.startswith("Model name")), None)
+        cpu = next((line.split(":", 1)[1].strip() for line in lscpu.splitlines()
+                    if line.startswith("Model name")), None)
     except OSError:
         cpu = None
     return {"device": device.type, "cpu_model": cpu,
@@ -250,7 +264,8 @@ def machine(device: torch.device) -> dict:
             "date": datetime.now(timezone.utc).isoformat(timespec="seconds")}
 
 
-HEADER = f"{'method':<20}{'T':>7}{'tokens/s':>12}{'x lstm':>8}{'x flash':>9}{'x effic':>9}{'peak MiB':>10}  status"
+HEADER = (f"{'method':<20}{'T':>7}{'tokens/s':>12}{'x lstm':>8}{'x flash':>9}{'x effic':>9}{'peak MiB':>10}"
+          "  status")
 
 
 def table(rows: list[dict]) -> str:
@@ -259,7 +274,8 @@ def table(rows: list[dict]) -> str:
         if r["status"] != "ok":
             lines.append(f"{r['method']:<20}{r['T']:>7}{'':>48}  {r['status']}")
             continue
-        ratios = "".join(f"{r.get('ratio_vs_' + ref, float('nan')):>{w}.2f}" for ref, w in zip(REFERENCES, (8, 9, 9)))
+        ratios = "".join(f"{r.get('ratio_vs_' + ref, float('nan')):>{w}.2f}"
+                         for ref, w in zip(REFERENCES, (8, 9, 9)))
         lines.append(f"{r['method']:<20}{r['T']:>7}{r['tokens_per_s']:>12.0f}{ratios}"
                      f"{r['peak_memory_bytes'] / 2**20:>10.0f}  ok")
     return "\n".join(lines)
@@ -274,13 +290,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--threads", type=int, default=1, help="CPU threads (torch.set_num_threads)")
     p.add_argument("--bf16", action="store_true", help="bf16 autocast (CUDA)")
     p.add_argument("--clock", default="wall", choices=["wall", "cpu"],
-                   help="tokens/s from wall time, or from the process's CPU time (user + sys): on a shared CPU "
-                        "other jobs' load stretches wall time but not CPU time (with --threads 1 the two agree "
-                        "on an idle machine)")
+                   help="tokens/s from wall time, or from the process's CPU time (user + sys): on a "
+                        "shared CPU other jobs' load stretches wall time but not CPU time (with "
+                        "--threads 1 the two agree on an idle machine)")
     p.add_argument("--warmup", type=int, default=2)
     p.add_argument("--repeats", type=int, default=5)
-    p.add_argument("--max-case-s", type=float, default=20.0, help="skip a case whose fwd+bwd would take longer")
-    p.add_argument("--budget-s", type=float, default=30.0, help="stop repeating a case after this many seconds")
+    p.add_argument("--max-case-s", type=float, default=20.0,
+                   help="skip a case whose fwd+bwd would take longer")
+    p.add_argument("--budget-s", type=float, default=30.0,
+                   help="stop repeating a case after this many seconds")
     p.add_argument("--methods", nargs="+", default=None, help="a subset of the methods (default: all)")
     p.add_argument("--out", default=None, help="JSON file for the results")
     p.add_argument("--method", default=None, help=argparse.SUPPRESS)  # the child's one method
@@ -291,7 +309,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         p.error("--clock cpu measures CPU work; GPU kernels run outside it")
     unknown = set(args.methods or []) - set(methods(args.device))
     if unknown:
-        p.error(f"unknown methods {sorted(unknown)} on {args.device}; choose from {list(methods(args.device))}")
+        p.error(f"unknown methods {sorted(unknown)} on {args.device}; "
+                f"choose from {list(methods(args.device))}")
     return args
 
 
@@ -303,7 +322,8 @@ def main(argv: list[str] | None = None) -> dict:
         return {}
     device = torch.device(args.device)
     result = {**machine(device), "command": "python -m seqbench.analysis.layer_bench " + shlex.join(argv),
-              "threads": args.threads, "batch": args.batch, "width": args.width, "bf16": args.bf16, "clock": args.clock,
+              "threads": args.threads, "batch": args.batch, "width": args.width, "bf16": args.bf16,
+              "clock": args.clock,
               "warmup": args.warmup, "repeats": args.repeats, "max_case_s": args.max_case_s, "results": []}
     print(HEADER, flush=True)
     for name in args.methods or methods(args.device):

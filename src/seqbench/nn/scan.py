@@ -22,10 +22,10 @@ Three implementations, all exact (they differ only in float rounding):
   log a, log b directly, so a caller can feed the numerically stable log-gates.
 
 "loop" and "doubling" share one hand-written backward (`_LinearScan`): the adjoint of a linear
-scan is the same scan run backwards in time,
+scan is the same scan run backwards in time (steps t = 0 .. T-1, h_{-1} = h0),
 
-    g_t = dL/dh_t + a_{t+1} g_{t+1}          (g_T = dL/dh_T)
-    dL/db_t = g_t,   dL/da_t = g_t h_{t-1},   dL/dh0 = a_1 g_1,
+    g_t = dL/dh_t + a_{t+1} g_{t+1}          (g_{T-1} = dL/dh_{T-1})
+    dL/db_t = g_t,   dL/da_t = g_t h_{t-1},   dL/dh0 = a_0 g_0,
 
 so the backward costs one more scan and stores only a and h (autograd through the loop would keep
 T intermediate nodes and run T tiny backward kernels per op).
@@ -33,10 +33,31 @@ T intermediate nodes and run T tiny backward kernels per op).
 
 from __future__ import annotations
 
+import contextlib
+import functools
+
 import torch
 from torch import Tensor
 
 METHODS = ("loop", "doubling", "log")
+
+
+_AUTOCAST_DEVICES = ("cpu", "cuda") if torch.cuda.is_available() else ("cpu",)
+
+
+def without_autocast(fn):
+    """Run a hand-written forward or backward with autocast off, so all its ops see the dtype its
+    inputs came in: autocast would upcast some (softplus, log) and downcast others (mv), which the
+    `out=` buffers and `bmm` such code relies on refuse."""
+
+    @functools.wraps(fn)
+    def run(*args, **kwargs):
+        with contextlib.ExitStack() as stack:
+            for device in _AUTOCAST_DEVICES:
+                stack.enter_context(torch.autocast(device, enabled=False))
+            return fn(*args, **kwargs)
+
+    return run
 
 
 def default_method(device: torch.device) -> str:
@@ -96,6 +117,7 @@ class _LinearScan(torch.autograd.Function):
     """h = scan(a, b, h0) with the backward as the reversed scan (module docstring)."""
 
     @staticmethod
+    @without_autocast
     def forward(ctx, a: Tensor, b: Tensor, h0: Tensor | None, method: str) -> Tensor:
         h = _FORWARDS[method](a, b, h0)
         ctx.method, ctx.has_h0 = method, h0 is not None
@@ -104,6 +126,7 @@ class _LinearScan(torch.autograd.Function):
 
     @staticmethod
     @torch.autograd.function.once_differentiable
+    @without_autocast
     def backward(ctx, grad_h: Tensor):
         a, h, h0 = ctx.saved_tensors
         g = _ADJOINTS[ctx.method](a, grad_h.contiguous())

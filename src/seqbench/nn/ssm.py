@@ -14,19 +14,20 @@ changes, so the recurrence is one fixed linear filter, which cannot select what 
 content (the paper's selective-copying argument, Table 1: S4 18.3 % against Mamba's 99.8 %).
 
 The parallel form materialises the (B, T, E, N) coefficients and runs `linear_scan` over them;
-Mamba's CUDA kernel fuses this in SRAM instead. That memory, T x E x N floats per sequence, is what
-bounds T on a CPU (the layer benchmark records it).
+Mamba's CUDA kernel fuses this in SRAM instead. On a CPU (scan "loop", the default there) the
+selective block runs `_SelectiveScan` instead, which never materialises them.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from seqbench.nn.scan import default_method, linear_scan, scan_step
+from seqbench.nn.scan import default_method, linear_scan, scan_step, without_autocast
 
 SSMState = tuple[Tensor, Tensor]  # (conv inputs (B, E, kernel - 1), h (B, E, N))
 
@@ -34,73 +35,96 @@ SSMState = tuple[Tensor, Tensor]  # (conv inputs (B, E, kernel - 1), h (B, E, N)
 class _SelectiveScan(torch.autograd.Function):
     """y_t = C_t . h_t with h_t = exp(Δ_t A) h_{t-1} + x_t ⊗ B_t (x = Δ u), one step at a time.
 
-    The CPU path. It never builds the (B, T, E, N) decays, inputs or gradients: each step's
-    (B, E, N) work stays in cache and writes into a few preallocated buffers, and every reduction
-    (C . h, the gradients of x, Δ, A, B, C) happens inside the step that has its operands at hand.
-    A fresh CPU tensor of that size costs more in page faults than the arithmetic done on it, and
-    batched matrix-vector products over B T tiny (E, N) matrices run at a fraction of a GFLOP/s.
-    Stored for the backward: h for every step, (B, T, E, N), the only buffer of that size.
+    The CPU path. It never builds a (B, T, E, N) tensor: each step's (B, E, N) work stays in
+    cache and writes into a few buffers allocated once, and every reduction (C . h, the gradients
+    of x, Δ, A, B, C) happens inside the step that has its operands at hand. On a CPU a fresh
+    buffer of that size costs more in page faults than the arithmetic done in it, one batched
+    matrix-vector product over all B T tiny (E, N) matrices runs at a fraction of a GFLOP/s, and
+    `sum(dim=-1)` over N = 16 contiguous numbers is several times slower than the (B, E, N) @
+    (B, N, 1) product used here.
+
+    Memory: the forward keeps h only every CHUNK steps; the backward recomputes one chunk's states
+    and decays at a time (gradient checkpointing inside the scan), so the state costs
+    B (T / CHUNK + 2 CHUNK) E N floats instead of B T E N.
 
         x (B, T, E), delta (B, T, E), A (E, N), B, C (B, T, N), h0 (B, E, N) or None
         -> y (B, T, E), h_T (B, E, N)
     """
 
+    CHUNK = 32
+
     @staticmethod
+    @without_autocast
     def forward(ctx, x, delta, A, B, C, h0):
         Bsz, T, E = x.shape
-        N = A.shape[1]
-        H = x.new_empty(Bsz, T, E, N)
+        N, K = A.shape[1], _SelectiveScan.CHUNK
+        checkpoints = x.new_empty((T + K - 1) // K, Bsz, E, N)  # h before steps 0, K, 2K, ...
         y = x.new_empty(Bsz, T, E)
-        decay, work = x.new_empty(Bsz, E, N), x.new_empty(Bsz, E, N)
-        h = h0
+        decay, inject, column = x.new_empty(Bsz, E, N), x.new_empty(Bsz, E, N), x.new_empty(Bsz, E, 1)
+        h, h_next = (x.new_zeros(Bsz, E, N) if h0 is None else h0.clone()), x.new_empty(Bsz, E, N)
         for t in range(T):
+            if t % K == 0:
+                checkpoints[t // K] = h
             torch.mul(delta[:, t].unsqueeze(-1), A, out=decay).exp_()
-            torch.mul(x[:, t].unsqueeze(-1), B[:, t].unsqueeze(1), out=work)  # x_t ⊗ B_t
-            h = torch.addcmul(work, decay, h, out=H[:, t]) if h is not None else H[:, t].copy_(work)
-            torch.sum(torch.mul(h, C[:, t].unsqueeze(1), out=work), dim=-1, out=y[:, t])
-        ctx.save_for_backward(x, delta, A, B, C, h0, H)
-        return y, H[:, -1].clone()
+            torch.mul(x[:, t].unsqueeze(-1), B[:, t].unsqueeze(1), out=inject)  # x_t ⊗ B_t
+            torch.addcmul(inject, decay, h, out=h_next)
+            h, h_next = h_next, h
+            y[:, t] = torch.bmm(h, C[:, t].unsqueeze(-1), out=column).squeeze(-1)
+        ctx.has_h0 = h0 is not None
+        ctx.save_for_backward(x, delta, A, B, C, checkpoints)
+        return y, h.clone()
 
     @staticmethod
     @torch.autograd.function.once_differentiable
+    @without_autocast
     def backward(ctx, grad_y, grad_hT):
-        x, delta, A, B, C, h0, H = ctx.saved_tensors
-        Bsz, T, E, N = H.shape
+        x, delta, A, B, C, checkpoints = ctx.saved_tensors
+        Bsz, T, E = x.shape
+        N, K = A.shape[1], _SelectiveScan.CHUNK
         new = lambda *shape: x.new_empty(*shape)  # noqa: E731
         grad_x, grad_delta, grad_B, grad_C = new(Bsz, T, E), new(Bsz, T, E), new(Bsz, T, N), new(Bsz, T, N)
-        g, g_next, decay, decay_next, work = (new(Bsz, E, N) for _ in range(5))
+        H, D = new(K, Bsz, E, N), new(K, Bsz, E, N)  # one chunk's states and decays, recomputed
+        g, g_next, decay_next, work = (new(Bsz, E, N) for _ in range(4))
+        column, row, ones = new(Bsz, E, 1), new(Bsz, 1, N), x.new_ones(N)
         grad_A_per_row = x.new_zeros(Bsz, E, N)  # summed over the batch at the end
-        for t in range(T - 1, -1, -1):
-            dy = grad_y[:, t].unsqueeze(-1)  # (B, E, 1)
-            # g_t = dL/dh_t = dy_t ⊗ C_t + exp(Δ_{t+1} A) g_{t+1} (+ dL/dh_T at the last step)
-            torch.mul(dy, C[:, t].unsqueeze(1), out=g)
-            if t < T - 1:
-                g.addcmul_(decay_next, g_next)
-            elif grad_hT is not None:
-                g.add_(grad_hT)
-            torch.sum(torch.mul(H[:, t], dy, out=work), dim=1, out=grad_C[:, t])  # sum_e dy h_t
-            torch.sum(torch.mul(g, B[:, t].unsqueeze(1), out=work), dim=-1, out=grad_x[:, t])
-            torch.sum(torch.mul(g, x[:, t].unsqueeze(-1), out=work), dim=1, out=grad_B[:, t])
-            # dL/d(Δ_t A) = g_t h_{t-1} exp(Δ_t A): to Δ_t through A, to A through Δ_t
-            torch.mul(delta[:, t].unsqueeze(-1), A, out=decay).exp_()
-            h_prev = H[:, t - 1] if t > 0 else h0
-            if h_prev is None:
-                grad_delta[:, t] = 0
-            else:
-                torch.mul(g, h_prev, out=work).mul_(decay)
+        for c in range(len(checkpoints) - 1, -1, -1):
+            t0, t1 = c * K, min(T, (c + 1) * K)
+            h = checkpoints[c]
+            for t in range(t0, t1):  # the forward again, keeping this chunk's h_t and exp(Δ_t A)
+                torch.mul(delta[:, t].unsqueeze(-1), A, out=D[t - t0]).exp_()
+                torch.mul(x[:, t].unsqueeze(-1), B[:, t].unsqueeze(1), out=work)
+                h = torch.addcmul(work, D[t - t0], h, out=H[t - t0])
+            for t in range(t1 - 1, t0 - 1, -1):
+                dy = grad_y[:, t].unsqueeze(-1)  # (B, E, 1)
+                # g_t = dL/dh_t = dy_t ⊗ C_t + exp(Δ_{t+1} A) g_{t+1} (+ dL/dh_T at the last step)
+                torch.mul(dy, C[:, t].unsqueeze(1), out=g)
+                if t < T - 1:
+                    g.addcmul_(D[t + 1 - t0] if t + 1 < t1 else decay_next, g_next)
+                elif grad_hT is not None:
+                    g.add_(grad_hT)
+                grad_C[:, t] = torch.bmm(dy.transpose(1, 2), H[t - t0], out=row).squeeze(1)  # sum_e dy h_t
+                grad_x[:, t] = torch.bmm(g, B[:, t].unsqueeze(-1), out=column).squeeze(-1)
+                grad_B[:, t] = torch.bmm(x[:, t].unsqueeze(1), g, out=row).squeeze(1)
+                # dL/d(Δ_t A) = g_t h_{t-1} exp(Δ_t A): to Δ_t through A, to A through Δ_t
+                torch.mul(g, H[t - t0 - 1] if t > t0 else checkpoints[c], out=work).mul_(D[t - t0])
                 grad_A_per_row.addcmul_(work, delta[:, t].unsqueeze(-1))
-                torch.sum(work.mul_(A), dim=-1, out=grad_delta[:, t])
-            g, g_next = g_next, g
-            decay, decay_next = decay_next, decay
-        grad_h0 = None if h0 is None else g_next * decay_next  # g_0 exp(Δ_0 A), after the last swap
+                grad_delta[:, t] = torch.mv(work.mul_(A).view(Bsz * E, N), ones).view(Bsz, E)
+                g, g_next = g_next, g
+            decay_next.copy_(D[0])  # exp(Δ_{t0} A), which the chunk before needs and will overwrite
+        grad_h0 = g_next * decay_next if ctx.has_h0 else None  # g_0 exp(Δ_0 A)
         return grad_x, grad_delta, grad_A_per_row.sum(0), grad_B, grad_C, grad_h0
 
 
 class SelectiveSSM(nn.Module):
     def __init__(self, d_model: int, d_state: int = 16, expand: int = 2, d_conv: int = 4,
                  dt_rank: int | None = None, dt_min: float = 1e-3, dt_max: float = 0.1,
-                 selective: bool = True, scan: str | None = None):
+                 selective: bool = True, scan: str | None = None, cpu_time_chunk: int | None = 256):
         super().__init__()
+        # On a CPU a long sequence runs in pieces of this many steps carrying the state, as
+        # `seqbench.nn.min_rnn` does and for its reason (glibc page-faults every buffer over 32 MiB
+        # afresh): at B 16, width 256, T = 2,048 one layer's fwd+bwd ran ~1.7x faster (pieces of 128
+        # to 512 measured; 256 keeps (B, piece, 2E) at 16 MiB).
+        self.cpu_time_chunk = cpu_time_chunk
         E, N = expand * d_model, d_state
         self.d_inner, self.d_state, self.d_conv, self.selective, self.scan = E, N, d_conv, selective, scan
         self.dt_rank = dt_rank or math.ceil(d_model / 16)  # Mamba's default rank for Δ
@@ -143,7 +167,11 @@ class SelectiveSSM(nn.Module):
         """The selective recurrence by `_SelectiveScan` (the same Δ, B, C as `_coefficients`)."""
         dt, B, C = self.x_proj(u).split([self.dt_rank, self.d_state, self.d_state], dim=-1)
         delta = F.softplus(self.dt_proj(dt))  # (B, T, E)
-        y, h_last = _SelectiveScan.apply(delta * u, delta, -torch.exp(self.A_log), B, C, h0)
+        inputs = [delta * u, delta, -torch.exp(self.A_log), B, C]
+        # one dtype for all: CUDA's bf16 autocast runs softplus in fp32 and x_proj in bf16
+        dtype = functools.reduce(torch.promote_types, [t.dtype for t in inputs])
+        inputs = [t.to(dtype) for t in inputs]
+        y, h_last = _SelectiveScan.apply(*inputs, None if h0 is None else h0.to(dtype))
         return y + self.D * u, h_last
 
     def _conv(self, u: Tensor, conv_state: Tensor | None) -> tuple[Tensor, Tensor]:
@@ -158,6 +186,16 @@ class SelectiveSSM(nn.Module):
 
     def forward(self, x: Tensor, state: SSMState | None = None) -> tuple[Tensor, SSMState]:
         """x (B, T, D) -> (out (B, T, D), state after the last step); `state` from a previous chunk."""
+        piece = self.cpu_time_chunk if x.device.type == "cpu" else None
+        if piece is None or x.shape[1] <= piece:
+            return self._forward(x, state)
+        outs = []
+        for start in range(0, x.shape[1], piece):
+            out, state = self._forward(x[:, start:start + piece], state)
+            outs.append(out)
+        return torch.cat(outs, dim=1), state
+
+    def _forward(self, x: Tensor, state: SSMState | None) -> tuple[Tensor, SSMState]:
         u, z = self.in_proj(x).chunk(2, dim=-1)  # (B, T, E) each
         u, conv_state = self._conv(u, None if state is None else state[0])
         if self.selective and (self.scan or default_method(x.device)) == "loop":

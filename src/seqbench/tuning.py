@@ -122,8 +122,9 @@ def _loss(value: float | None) -> str:
 
 
 def markdown(rows: list[dict]) -> str:
-    head = "| family | non-emb params | budget | trials | failed | wall time (s) | best lr x | best tokens/step | best loss | median loss |"
-    lines = [head, "|" + "---|" * 10]
+    head = ["family", "non-emb params", "budget", "trials", "failed", "wall time (s)", "best lr x", "best tokens/step",
+            "best loss", "median loss"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in rows:
         b = r["best"] or {}
         lines.append(f"| {r['family']} | {r['params'] or '–'} | {r['budget'] or '–'} | {r['trials']} | {r['failed']} | "

@@ -127,7 +127,8 @@ def markdown(rows: list[dict]) -> str:
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in rows:
         b = r["best"] or {}
-        lines.append(f"| {r['family']} | {r['params'] or '–'} | {r['budget'] or '–'} | {r['trials']} | {r['failed']} | "
+        budget = f"{r['budget']:.0e}" if r["budget"] else "–"
+        lines.append(f"| {r['family']} | {r['params'] or '–'} | {budget} | {r['trials']} | {r['failed']} | "
                      f"{r['wall_time_s']:,.0f} | {b.get('lr_scale', '–')} | {b.get('tokens_per_step', '–')} | "
                      f"{_loss(r['best_loss'])} | {_loss(r['median_loss'])} |")
     return "\n".join(lines)

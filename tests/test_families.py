@@ -43,6 +43,8 @@ def test_presets_match_parameters_without_embeddings_within_one_percent(corpus, 
 # experiment -> (preset folder, variant presets after their family): every sweep over the compared families
 SWEEPS = {"ptb_families": ("ptb", ()), "shakespeare_families": ("shakespeare", ()),
           "frontier": ("frontier/shakespeare", ()), "long_range": ("probe", ()),
+          "tune_frontier": ("frontier/shakespeare", ()), "tune_frontier_ptb": ("frontier/ptb", ()),
+          "long_range_lr": ("probe", ()),
           "long_range_copy": ("probe", ("lstm_fb1",)), "long_range_recall": ("probe", ("lstm_fb1", "transformer_causal"))}
 
 

@@ -16,6 +16,10 @@ this module when the runs log `train/flops` (`seqbench.callbacks.LearningCurve`)
   changes between two budgets, the **crossover** is the first validation FLOPs at which the new
   winner's frontier is below the old one's. A second table does the same over training time (the
   `curve/train_time_s` of each validation, seeds averaged), at decades of seconds (`--time-budgets`).
+
+The envelope shows the curves' shape; the **verdict** (who wins at a budget) is `seqbench.verdict`'s:
+seed means of the cells trained to that budget, chosen on validation, scored on held-out data, a
+winner only outside the 95 % intervals. The report puts that table first.
 """
 
 from __future__ import annotations
@@ -24,6 +28,8 @@ import math
 import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from seqbench import verdict
 
 TOLERANCE = 0.05  # a run spends its budget to within evals/2 steps: count points up to 5 % above it
 
@@ -226,13 +232,17 @@ def section(runs, out: Path, budgets: list[float] | None = None, time_budgets: l
     cfgs = configs(runs)
     if not cfgs:
         return None
+    verdict_text, verdicts = verdict.table(verdict.cells(runs), budgets)
     text, rows, cross = table(cfgs, budgets)
     time_text, time_rows, _ = table(cfgs, time_budgets, x="time")
     pngs = {"loss_vs_flops": plot(cfgs, "flops", "training FLOPs", out / "loss_vs_flops.png"),
             "loss_vs_time": plot(cfgs, "time", "training time (s, validation excluded)", out / "loss_vs_time.png")}
-    md = ["## Compute-efficient frontier", "", text, "", "![loss_vs_flops](loss_vs_flops.png)", "",
+    md = ["## Compute-efficient frontier", "", "### Verdict: seed means and 95 % intervals", "", verdict_text, "",
+          "### Lower envelope over every validation (the curves' shape, not a verdict)", "",
+          text, "", "![loss_vs_flops](loss_vs_flops.png)", "",
           "### The same runs against training time", "",
           "Wall-clock depends on the machine and its load (the runs' `device` and the page say which); "
           "the FLOPs table does not.", "", time_text, "", "![loss_vs_time](loss_vs_time.png)"]
-    return {"markdown": "\n".join(md), "table": text, "rows": rows, "crossovers": cross, "pngs": pngs,
+    return {"markdown": "\n".join(md), "verdict_table": verdict_text, "verdicts": verdicts,
+            "table": text, "rows": rows, "crossovers": cross, "pngs": pngs,
             "time_table": time_text, "time_rows": time_rows}

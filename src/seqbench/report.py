@@ -384,7 +384,7 @@ def main(argv: list[str] | None = None) -> dict:
     result = write_report(runs, out, args.target_ppl, args.title, args.budgets, args.time_budgets)
     print(result["table"])
     if result["frontier"]:
-        print("\n" + result["frontier"]["table"])
+        print("\n" + result["frontier"]["verdict_table"] + "\n\n" + result["frontier"]["table"])
     print(f"\nwrote {result['report']} and {', '.join(p.name for p in result['pngs'].values())}")
     if args.wandb != "disabled":
         log_to_wandb(result, args.wandb, args.wandb_project, args.wandb_group or (args.dirs[0].name if args.dirs else None))

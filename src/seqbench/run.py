@@ -35,6 +35,7 @@ from seqbench.config_check import check_config
 from seqbench.console import log_once, show_config
 from seqbench.dashboard import define_summaries, run_config, wandb_identity, write_summary
 from seqbench.errors import ConfigError, UserError
+from seqbench.tuning import apply_tokens_per_step, apply_tuning
 
 log = logging.getLogger(__name__)
 
@@ -115,7 +116,9 @@ def train(cfg: DictConfig, output_dir: Path, choices: dict | None = None, overri
         if cfg.get("seed") is not None:
             L.seed_everything(cfg.seed, workers=True)
         torch.set_float32_matmul_precision(cfg.get("matmul_precision", "high"))
+        metrics.update(apply_tuning(cfg))  # tune: the same search's lr, schedule and clipping for every family
         datamodule, model = build(cfg, choices)
+        metrics.update(apply_tokens_per_step(cfg, model, datamodule))  # before the budget counts a step's tokens
         metrics.update(apply_compute_budget(cfg, model, datamodule))  # sets the trainer's steps from budget.flops
         trainer = make_trainer(cfg)
         metrics.update(getattr(datamodule, "eval_context", lambda m: {})(model))  # lm: context of a scored token

@@ -16,7 +16,8 @@ training state is saved in checkpoints so a resumed run continues the stream exa
 On `translation` it is an encoder-decoder (`seqbench.nn.seq2seq`): Sutskever et al.'s form with
 `model.attention=none` (the final encoder state is the only context; `model.reverse_source=true`
 reverses the source), or Bahdanau / Luong attention (`bahdanau|luong_dot|luong_general|scaled_dot`),
-with `model.bidirectional`, `model.input_feeding` and `model.teacher_forcing` (the ratio).
+with `model.bidirectional`, `model.input_feeding`, `model.teacher_forcing` (the ratio) and
+`model.label_smoothing` (the training loss's, as the Transformer's: one rule for every family).
 
 On every task, `model.forget_bias` (LSTM) and `model.recurrent_init=orthogonal|identity` re-set the
 recurrent layers after the rest of the initialisation (`seqbench.nn.recurrent_init`); unset, the
@@ -89,12 +90,14 @@ class RecurrentModel(SeqModel):
         tar: float = 0.0,
         forget_bias: float | None = None,
         recurrent_init: Literal["default", "orthogonal", "identity"] = "default",
+        label_smoothing: float = 0.0,
     ) -> None:
         super().__init__(spec, optimizer, scheduler, scheduler_interval, scheduler_monitor)
         self.save_hyperparameters(ignore=["spec", "optimizer", "scheduler"], logger=False)  # run.py logs the config once
         self.pooling = pooling
         self._state: dict[str, object] = {}
         self._lr_scale = 1.0  # variable-length BPTT: this window's length / data.bptt
+        self.label_smoothing = label_smoothing  # translation: read by the task's training loss, as the Transformer's
         # Unset, the embedding is as wide as the hidden state, so `model.hidden_size=400` alone keeps
         # weight tying (which needs the two equal) working instead of failing on a size mismatch.
         embedding_size = embedding_size or hidden_size

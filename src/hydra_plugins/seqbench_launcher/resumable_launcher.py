@@ -1,0 +1,98 @@
+"""A Hydra launcher for sweeps that outlive the session that started them: several jobs at once,
+finished jobs skipped, killed ones resumed.
+
+`hydra/launcher=resumable` runs each job in a fresh process, as `process` does, `jobs` of them side
+by side (one per core, each limited to `threads_per_job` threads so they do not compete). Launched
+again with the same `hydra.sweep.dir`, the grid expands to the same job numbers and directories, and:
+
+- a job whose `metrics.json` says `status: completed` is skipped (its results stay as they are);
+- any other job runs again in its own directory, where `seqbench.run` finds `checkpoints/last.ckpt`
+  (written every `callbacks.step_checkpoint.every_n_train_steps` steps and on SIGTERM) and resumes
+  from it (`resume_requeued`), so a killed run loses at most the steps since that checkpoint.
+
+`scripts/sweep_background.sh` starts such a sweep in the background under a fixed directory, so the
+same command, after a session stop or a reboot, carries on where the sweep was.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import pickle
+from collections.abc import Sequence
+from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+from multiprocessing import get_context
+from pathlib import Path
+
+import cloudpickle
+from hydra.core.hydra_config import HydraConfig
+from hydra.core.singleton import Singleton
+from hydra.core.utils import JobReturn, JobStatus, configure_log, filter_overrides, setup_globals
+from omegaconf import open_dict
+
+from hydra_plugins.seqbench_launcher.process_launcher import ProcessLauncher, _run_in_child
+
+log = logging.getLogger(__name__)
+
+
+def completed(job_dir: Path) -> bool:
+    """The job finished before: its metrics.json says so (a killed or failed run's does not)."""
+    try:
+        return json.loads((job_dir / "metrics.json").read_text()).get("status") == "completed"
+    except (OSError, ValueError):
+        return False
+
+
+def _run_with_threads(payload: bytes, threads: int | None) -> bytes:
+    if threads:
+        import torch
+
+        torch.set_num_threads(threads)
+    return _run_in_child(payload)
+
+
+class ResumableLauncher(ProcessLauncher):
+    def __init__(self, jobs: int = 2, threads_per_job: int | None = 1) -> None:
+        super().__init__()
+        self.jobs, self.threads_per_job = jobs, threads_per_job
+
+    def launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> Sequence[JobReturn]:
+        setup_globals()
+        configure_log(self.config.hydra.hydra_logging, self.config.hydra.verbose)
+        sweep_dir = Path(str(self.config.hydra.sweep.dir))
+        sweep_dir.mkdir(parents=True, exist_ok=True)
+        returns: dict[int, JobReturn] = {}
+        pending = []
+        for idx, overrides in enumerate(job_overrides, start=initial_job_idx):
+            config = self.hydra_context.config_loader.load_sweep_config(self.config, list(overrides))
+            with open_dict(config):
+                config.hydra.job.id = idx
+                config.hydra.job.num = idx
+            HydraConfig.instance().set_config(config)
+            job_dir = sweep_dir / str(config.hydra.sweep.subdir)
+            if completed(job_dir):
+                log.info(f"\t#{idx} : skipped, completed in {job_dir}")
+                returns[idx] = JobReturn(overrides=list(overrides), cfg=config, hydra_cfg=config.hydra,
+                                         working_dir=str(job_dir), task_name=config.hydra.job.name,
+                                         status=JobStatus.COMPLETED, _return_value=None)
+                continue
+            resumed = " (resumes from its last.ckpt)" if (job_dir / "checkpoints" / "last.ckpt").is_file() else ""
+            log.info(f"\t#{idx} : {' '.join(filter_overrides(overrides))}{resumed}")
+            payload = cloudpickle.dumps((self.hydra_context, self.task_function, config, Singleton.get_state()))
+            pending.append((idx, config, list(overrides), payload))
+        log.info(f"Launching {len(pending)} of {len(job_overrides)} jobs, {self.jobs} at a time, each in a fresh "
+                 f"process ({len(job_overrides) - len(pending)} completed before)")
+        with ThreadPoolExecutor(max_workers=max(1, self.jobs)) as threads:
+            for idx, ret in threads.map(self._run_one, pending):
+                returns[idx] = ret
+        configure_log(self.config.hydra.hydra_logging, self.config.hydra.verbose)
+        return [returns[i] for i in sorted(returns)]
+
+    def _run_one(self, job) -> tuple[int, JobReturn]:
+        idx, config, overrides, payload = job
+        with ProcessPoolExecutor(max_workers=1, mp_context=get_context("spawn")) as pool:
+            try:
+                return idx, pickle.loads(pool.submit(_run_with_threads, payload, self.threads_per_job).result())
+            except BrokenProcessPool:
+                return idx, self._died(config, overrides)

@@ -1,0 +1,162 @@
+"""Equal-budget tuning: the same search, by the same rules, for every family (`tune:` in a config).
+
+Melis, Dyer & Blunsom (2018) gave every architecture the same black-box tuning budget, and a plain
+LSTM beat models reported better. The recipes here are not equal in that sense: the recurrent ones
+come from papers, the attention ones are single guesses, and the families take different tokens per
+step. `experiment=tune_frontier` (and `tune_frontier_ptb`) sweep one grid for every family through
+this block, applied to the composed config before anything is built:
+
+- `lr_scale`: the family's recipe learning rate times this factor. The optimizers differ (PTB's
+  recurrent nets use SGD at lr 20, GPT AdamW at 1e-3), so one absolute grid would be a different
+  search per family; the same multiplicative grid around each recipe is the same search in log space.
+- `tokens_per_step`: training tokens per optimizer step, the same absolute values for every family:
+  recurrent nets get `round(tokens / bptt)` streams at their fixed BPTT, attention nets
+  `round(tokens / context)` windows (`train_batch_shape` says which length a model reads).
+- `schedule`: one `model.scheduler` node that replaces every family's own, so every run's rate ends
+  at its budget (a cosine over `max_steps`, which `budget.flops` sets), not a per-epoch decay that a
+  short budget never reaches.
+- `gradient_clip_val`: one clipping norm for every family where set.
+- `per_family`: `{family: {lr_scale, tokens_per_step}}`, the tuned setting of each family
+  (`python -m seqbench.tuning <sweep dirs>` prints it), for the runs that use the search's result.
+
+What was applied goes into `metrics.json` as `tune/...`, so the search's summary (and its cost:
+trials and wall time per family) is read from the runs alone.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import statistics
+import sys
+from pathlib import Path
+
+from omegaconf import DictConfig, OmegaConf, open_dict
+
+from seqbench.errors import ConfigError
+from seqbench.families import family_of, order
+
+SEARCHED = ("lr_scale", "tokens_per_step")
+
+
+def settings(cfg: DictConfig) -> dict:
+    """The searched values this run uses: the sweep's, or its family's entry of `tune.per_family`."""
+    tune = cfg.get("tune") or {}
+    out = {k: tune.get(k) for k in SEARCHED}
+    own = (tune.get("per_family") or {}).get(family_of(cfg.model)) or {}
+    unknown = set(own) - set(SEARCHED)
+    if unknown:
+        raise ConfigError(f"tune.per_family sets {sorted(unknown)}; it takes only {', '.join(SEARCHED)}.")
+    return {**out, **{k: v for k, v in own.items() if v is not None}}
+
+
+def apply_tuning(cfg: DictConfig) -> dict:
+    """Scale the learning rate, replace the schedule and the clipping (before the model is built);
+    returns what metrics.json records."""
+    tune = cfg.get("tune")
+    if not tune:
+        return {}
+    chosen, record = settings(cfg), {}
+    with open_dict(cfg):
+        if chosen["lr_scale"] is not None:
+            recipe = float(cfg.model.optimizer.lr)
+            cfg.model.optimizer.lr = recipe * float(chosen["lr_scale"])
+            record.update({"tune/lr_scale": float(chosen["lr_scale"]), "tune/recipe_lr": recipe,
+                           "tune/lr": cfg.model.optimizer.lr})
+        if tune.get("schedule") is not None:
+            cfg.model.scheduler = OmegaConf.create(OmegaConf.to_container(tune.schedule))
+            cfg.model.scheduler_interval = "step"  # a rate that ends with max_steps moves every step
+            cfg.model.scheduler_monitor = None
+            record["tune/schedule"] = str(tune.schedule.get("_target_"))
+        if tune.get("gradient_clip_val") is not None:
+            cfg.trainer.gradient_clip_val = tune.gradient_clip_val
+            record["tune/gradient_clip_val"] = float(tune.gradient_clip_val)
+    return record
+
+
+def apply_tokens_per_step(cfg: DictConfig, model, datamodule) -> dict:
+    """Streams (recurrent) or windows (attention) per step for `tokens_per_step` (after the model is
+    built: its family says which length a row has); before `budget.flops` turns FLOPs into steps."""
+    tokens = settings(cfg)["tokens_per_step"] if cfg.get("tune") else None
+    if tokens is None:
+        return {}
+    shape = getattr(datamodule, "train_batch_shape", None)
+    if shape is None:
+        raise ConfigError("tune.tokens_per_step sets the tokens of a language model's training step; "
+                          f"{type(datamodule).__name__} has no such shape: leave it null.")
+    length = shape(model)[1]
+    rows = max(1, round(float(tokens) / length))
+    datamodule.batch_size = rows
+    with open_dict(cfg):
+        cfg.data.batch_size = rows
+    return {"tune/tokens_per_step": rows * length, "tune/batch_size": rows}
+
+
+# -- the search's result and cost -----------------------------------------------------------------
+def summary(runs) -> list[dict]:
+    """Per (family, size, budget) searched: trials, failures, total wall time, the best setting by
+    the selection loss, and the recipe's own point (lr_scale 1) at the same tokens per step if run."""
+    from seqbench.verdict import selection_loss
+
+    groups: dict[tuple, list] = {}
+    for r in runs:
+        if r.metrics.get("tune/lr_scale") is None and r.metrics.get("tune/tokens_per_step") is None:
+            continue
+        groups.setdefault((r.family, r.metrics.get("params_non_embedding"), r.metrics.get("budget/flops")), []).append(r)
+    rank = {name: i for i, name in enumerate(order({key[0] for key in groups}))}  # the registry's table order
+    rows = []
+    for (family, params, budget), rs in sorted(groups.items(), key=lambda kv: (rank[kv[0][0]], str(kv[0][1:]))):
+        done = [(selection_loss(r), r) for r in rs if not r.failed and selection_loss(r) is not None]
+        done = [(loss, r) for loss, r in done if math.isfinite(loss)]
+        best = min(done, key=lambda t: t[0]) if done else (None, None)
+        rows.append({"family": family, "params": params, "budget": budget, "trials": len(rs),
+                     "failed": len(rs) - len(done), "wall_time_s": sum(r.metrics.get("wall_time_s") or 0 for r in rs),
+                     "best_loss": best[0],
+                     "best": {k: best[1].metrics.get(f"tune/{k}") for k in SEARCHED} if best[1] else None,
+                     "median_loss": statistics.median([d[0] for d in done]) if done else None})
+    return rows
+
+
+def _loss(value: float | None) -> str:
+    return "–" if value is None else f"{value:.4f}"
+
+
+def markdown(rows: list[dict]) -> str:
+    head = ["family", "non-emb params", "budget", "trials", "failed", "wall time (s)", "best lr x", "best tokens/step",
+            "best loss", "median loss"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for r in rows:
+        b = r["best"] or {}
+        budget = f"{r['budget']:.0e}" if r["budget"] else "–"
+        lines.append(f"| {r['family']} | {r['params'] or '–'} | {budget} | {r['trials']} | {r['failed']} | "
+                     f"{r['wall_time_s']:,.0f} | {b.get('lr_scale', '–')} | {b.get('tokens_per_step', '–')} | "
+                     f"{_loss(r['best_loss'])} | {_loss(r['median_loss'])} |")
+    return "\n".join(lines)
+
+
+def per_family(rows: list[dict]) -> dict:
+    """`tune.per_family` for the runs that use the result: each family's best setting (the searched
+    size and budget with the most trials, where a family was searched at several)."""
+    out: dict[str, dict] = {}
+    for r in sorted(rows, key=lambda r: r["trials"]):
+        if r["best"]:
+            out[r["family"]] = dict(r["best"])
+    return out
+
+
+def main(argv: list[str] | None = None) -> list[dict]:
+    from seqbench.report import read_local
+
+    parser = argparse.ArgumentParser(prog="python -m seqbench.tuning",
+                                     description="The equal-budget search's result and cost per family.")
+    parser.add_argument("dirs", nargs="+", type=Path, help="the tuning sweeps' directories")
+    args = parser.parse_args(argv)
+    rows = summary(read_local(args.dirs))
+    print(markdown(rows))
+    print("\n# tune.per_family for the runs that use the result:")
+    print(OmegaConf.to_yaml(OmegaConf.create({"tune": {"per_family": per_family(rows)}})))
+    return rows
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

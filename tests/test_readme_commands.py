@@ -164,19 +164,19 @@ def test_debug_fast_bounds_every_preset_and_experiment(tmp_path):
     """A preset's own steps (`max_steps: 2000`, 20 epochs, validation every 250 steps) never outlast
     `debug=fast`: at most 5 training batches of one epoch, whatever the preset."""
     conf = ROOT / "conf"
-    presets = [f"+family={p.parent.name}/{p.stem}" for p in sorted((conf / "family").glob("*/*.yaml"))]
+    presets = [f"preset={p.parent.name}/{p.stem}" for p in sorted((conf / "preset").glob("*/*.yaml"))]
     presets += [f"experiment={p.stem}" for p in sorted((conf / "experiment").glob("*.yaml"))]
     for preset in presets:
         cfg = compose_cfg([preset, "debug=fast", "++pretrained.bert=x", "++pretrained.gpt=x"]
                           if "pretraining" in preset else [preset, "debug=fast"], tmp_path)
         t = cfg.trainer
         assert (t.max_epochs, t.limit_train_batches, t.max_steps, t.val_check_interval) == (1, 5, -1, None), preset
-    cfg = compose_cfg(["+family=shakespeare/gpt", "debug=fast", "trainer.limit_train_batches=7"], tmp_path)
+    cfg = compose_cfg(["preset=shakespeare/gpt", "debug=fast", "trainer.limit_train_batches=7"], tmp_path)
     assert cfg.trainer.limit_train_batches == 7  # the command line still wins over the debug mode
 
 
 def test_a_preset_under_debug_fast_trains_five_steps(tmp_path):
-    r = run_cli(["+family=shakespeare/gpt", "debug=fast", "logger=csv"], tmp_path)
+    r = run_cli(["preset=shakespeare/gpt", "debug=fast", "logger=csv"], tmp_path)
     assert r.returncode == 0, r.stderr[-2000:]
     history = (next(tmp_path.glob("debug/runs/*/csv/metrics.csv"))).read_text().splitlines()
     steps = {int(float(row.split(",")[history[0].split(",").index("step")])) for row in history[1:]}

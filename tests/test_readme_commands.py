@@ -28,15 +28,21 @@ README = (ROOT / "README.md").read_text(encoding="utf-8")
 PLACEHOLDER = re.compile(r"<[^<>]+>")
 
 
-def _commands() -> list[str]:
-    """Command lines of the README: code-block lines (continuations joined) and inline `python ...` spans."""
+def _commands(text: str = README) -> list[str]:
+    """Command lines of a page: code-block lines (continuations joined, the block's shell variables
+    such as `$COMMON` expanded, `VAR=value` prefixes dropped) and inline `python ...` spans."""
     lines = []
-    for block in re.findall(r"```(?:bash)?\n(.*?)```", README, flags=re.S):
+    for block in re.findall(r"```(?:bash|sh)?\n(.*?)```", text, flags=re.S):
+        variables: dict[str, str] = {}
         for line in block.replace("\\\n", " ").splitlines():
             line = re.sub(r"\s+#.*$", "", line).strip()
+            line = line.removeprefix("export ") if ASSIGNMENTS.fullmatch(line.removeprefix("export ")) else line
+            prefix = ASSIGNMENTS.match(line).group()
+            variables.update(w.split("=", 1) for w in shlex.split(prefix))
+            line = re.sub(r"\$(\w+)", lambda m: variables.get(m.group(1), m.group(0)), line[len(prefix):])
             if line.startswith(("python ", ".venv/bin/python ", "bash scripts/train.sh")):
                 lines.append(line)
-    spans = (" ".join(span.split()) for span in re.findall(r"`(python [^`]+)`", README))
+    spans = (" ".join(span.split()) for span in re.findall(r"`(python [^`]+)`", text))
     lines += [span for span in spans if span not in lines]
     return [line for line in lines if not PROSE.search(line)]
 
@@ -44,6 +50,8 @@ def _commands() -> list[str]:
 # Forms that stand for a family of commands in the README's prose, not commands: `model=X data=Y`.
 # (`--config-path <run>/.hydra` is a command, but of Hydra's launcher: tests/test_recipes.py runs it.)
 PROSE = re.compile(r"=[XY]\b|--config-path")
+# Shell variables a block sets (`export COMMON="..."`) or a command sets for itself (`OMP_NUM_THREADS=1 python ...`).
+ASSIGNMENTS = re.compile(r"(?:[A-Z_][A-Z0-9_]*=(?:\"[^\"]*\"|'[^']*'|\S*)(?:\s+|$))*")
 
 
 def _train_args(line: str) -> list[str] | None:

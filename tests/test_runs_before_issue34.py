@@ -15,8 +15,9 @@ import shutil
 
 import pytest
 import yaml
-from conftest import FIXTURES, run_cli
+from conftest import FIXTURES, compose_cfg, run_cli
 
+from seqbench.errors import ConfigError
 from seqbench.preset_choice import preset_of
 from seqbench.report import family_of
 
@@ -51,3 +52,13 @@ def test_old_and_new_runs_are_read_as_their_preset(group, tmp_path):
     (tmp_path / ".hydra" / "hydra.yaml").write_text(yaml.safe_dump(hydra_yaml))
     assert preset_of(choices) == "shakespeare/gru"
     assert family_of(tmp_path) == "gru"
+
+
+def test_an_old_command_says_how_it_is_written_now(tmp_path):
+    """Without a `family` group, Hydra reads `+family=ptb/gru` as a new key and would train the default
+    LSTM on PTB: the old command stops with the new spelling instead."""
+    with pytest.raises(ConfigError, match="preset=ptb/gru"):
+        compose_cfg(["+family=ptb/gru", "logger=csv"], tmp_path)
+    out = run_cli(["+family=ptb/gru", "debug=fast", "logger=csv"], tmp_path)
+    assert out.returncode == 1 and "+family=ptb/gru is written preset=ptb/gru" in out.stderr, out.stderr[-2000:]
+    assert "Traceback" not in out.stderr

@@ -105,7 +105,7 @@ def _sweep_jobs(args: list[str], tmp_path: Path) -> list[list[str]]:
 
 def test_a_families_sweep_trains_every_family_the_same_epochs(tmp_path):
     """experiment=multi30k_families promises 10 epochs for every family; the Transformer preset's own 20
-    once won over it (a preset is applied after the experiment)."""
+    once won over it (when presets were applied after the experiment, before issue 34)."""
     jobs = _sweep_jobs(["-m", "experiment=multi30k_families"], tmp_path)
     assert len(jobs) == 5
     assert {compose_cfg(job, tmp_path).trainer.max_epochs for job in jobs} == {10}
@@ -198,8 +198,8 @@ def test_matrix_and_model_size_run_as_written(capsys):
     matrix.main([])
     assert "| task: data |" in capsys.readouterr().out
     text = model_size.main(["--families", "pretraining", "probe"])  # the groups that crashed the default walk
-    assert "family=pretraining/bert_pretrained: not built (needs a value only an experiment sets" in text
-    assert "| family=probe/lstm |" in text
+    assert "preset=pretraining/bert_pretrained: not built (needs a value only an experiment sets" in text
+    assert "| preset=probe/lstm |" in text
 
 
 @pytest.mark.slow
@@ -207,7 +207,7 @@ def test_model_size_walks_every_preset_by_default(capsys):
     from seqbench.analysis import model_size
 
     text = model_size.main([])
-    built = [line for line in text.splitlines() if line.startswith("| family=")]
+    built = [line for line in text.splitlines() if line.startswith("| preset=")]
     assert len(built) >= 30, text
 
 

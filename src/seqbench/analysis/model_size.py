@@ -110,11 +110,11 @@ def preset_rows(conf: Path, vocab: int, family_groups: list[str]) -> list[dict]:
                     datamodule.setup("fit")
                     specs[key] = datamodule.spec
             except (UserError, OSError) as exc:
-                rows.append({"preset": f"family={group}/{path.stem}", "data": "-", "error": str(exc)})
+                rows.append({"preset": f"preset={group}/{path.stem}", "data": "-", "error": str(exc)})
                 continue
             spec = specs[key]
             data = f"{spec.task}, vocab {spec.vocab_size:,}" if spec.vocab_size else f"{spec.task}, {spec.input_dim} features"
-            rows.append(_row(f"family={group}/{path.stem}",
+            rows.append(_row(f"preset={group}/{path.stem}",
                              lambda cfg=cfg, spec=spec: instantiate(cfg.model, "model", spec=spec), data))
     return rows
 

@@ -8,6 +8,12 @@ the probe presets under `experiment=long_range` and the pretraining ones under `
 pretrained.bert=x pretrained.gpt=x`, the experiments that give them their data. Paths were written as
 <root>, <data_dir> and <output_dir>; nothing else is excluded: the run name and tags say the family, the
 corpus and the preset's name, which the move keeps.
+
+A preset now comes before `experiment` in the defaults list (it came after), so inside a sweep the
+experiment's values would win where both set a key. tests/fixtures/sweep_presets_before_issue34.json
+holds every job of every experiment that sweeps presets, recorded the same way on main before the move
+(`experiment=X +family=<each preset of its list>`, the other sweep axes at their first value): each
+resolves as it did.
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ from conftest import CONF, FIXTURES, ROOT, compose_cfg
 from omegaconf import OmegaConf
 
 BEFORE = json.loads((FIXTURES / "presets_before_issue34.json").read_text())
+SWEEP_JOBS = json.loads((FIXTURES / "sweep_presets_before_issue34.json").read_text())
 CONTEXT = {"probe": ["experiment=long_range"],
            "pretraining": ["experiment=pretraining", "pretrained.bert=x", "pretrained.gpt=x"]}
 
@@ -49,13 +56,33 @@ def test_the_fixture_covers_every_preset():
     assert now == recorded
 
 
+def assert_resolves_as_before(args: list[str], before: dict, tmp_path) -> None:
+    now = resolved(compose_cfg(args, tmp_path), {str(tmp_path): "<output_dir>", str(ROOT): "<root>",
+                                                 os.environ["SEQBENCH_DATA_DIR"]: "<data_dir>"})
+    changed = {k: (before.get(k), now.get(k)) for k in before.keys() | now.keys() if before.get(k) != now.get(k)}
+    assert not changed, changed
+
+
 @pytest.mark.parametrize("key", sorted(BEFORE))
 def test_a_preset_resolves_as_it_did_under_family(key, tmp_path):
     preset, *debug = key.split()
     name = preset.removeprefix("preset=")
-    cfg = compose_cfg([*CONTEXT.get(name.split("/")[0], []), preset, "logger=csv", *debug], tmp_path)
-    now = resolved(cfg, {str(tmp_path): "<output_dir>", str(ROOT): "<root>",
-                         os.environ["SEQBENCH_DATA_DIR"]: "<data_dir>"})
-    before = BEFORE[key]
-    changed = {k: (before.get(k), now.get(k)) for k in before.keys() | now.keys() if before.get(k) != now.get(k)}
-    assert not changed, changed
+    assert_resolves_as_before([*CONTEXT.get(name.split("/")[0], []), preset, "logger=csv", *debug], BEFORE[key], tmp_path)
+
+
+def _sweeps_presets(experiment: str) -> bool:
+    """Whether an experiment's sweep axes, its own or those of an experiment it includes, hold `preset`."""
+    node = OmegaConf.load(CONF / "experiment" / f"{experiment}.yaml")
+    if "preset" in (OmegaConf.select(node, "hydra.sweeper.params") or {}):
+        return True
+    return any(isinstance(d, str) and d != "_self_" and _sweeps_presets(d) for d in node.get("defaults", []))
+
+
+def test_the_sweep_fixture_covers_every_sweep_over_presets():
+    swept = {p.stem for p in (CONF / "experiment").glob("*.yaml") if _sweeps_presets(p.stem)}
+    assert swept == {key.split()[0].removeprefix("experiment=") for key in SWEEP_JOBS}
+
+
+@pytest.mark.parametrize("job", sorted(SWEEP_JOBS))
+def test_a_sweep_job_resolves_as_it_did_under_family(job, tmp_path):
+    assert_resolves_as_before(job.split(), SWEEP_JOBS[job], tmp_path)

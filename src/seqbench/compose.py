@@ -73,8 +73,8 @@ def finalize(cfg: DictConfig, overrides: list[str], choices: dict, compose: Comp
     `compose(overrides)` composes the same primary config anew.
     """
     if isinstance(cfg.get("family"), str):  # no `family` group any more: Hydra took `+family=x` for a new key
-        raise ConfigError(f"+family={cfg.family} is written preset={cfg.family} since presets moved to conf/preset/ "
-                          f"(issue 34); as it stands the run would ignore it.")
+        raise ConfigError(f"+family={cfg.family} is written preset={cfg.family} since presets moved to "
+                          f"conf/preset/ (issue 34); as it stands the run would ignore it.")
     extra: list[str] = []
     name = next((o.split("=", 1)[1] for o in overrides if o.lstrip("+").startswith("recipe=")), None)
     if name is None and cfg.get("recipe") is None and "model" in cfg and "data" in cfg:

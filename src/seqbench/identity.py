@@ -1,8 +1,8 @@
 """Who a run is, in the words a user filters W&B by: its name and tags, from the family and the preset.
 
 The family is what the model config builds (`seqbench.compose.family_of`: the recurrent cell, or the
-family's module), not the `model=` choice: the PTB presets `preset=ptb/rnn` and `preset=ptb/gru` choose `model=lstm`
-and change only `model.cell`, so a name from the choice would call all three recurrent runs of
+family's module), not the `model=` choice: the PTB presets `preset=ptb/rnn` and `preset=ptb/gru` choose
+`model=lstm` and change only `model.cell`, so a name from the choice would call all three recurrent runs of
 `experiment=ptb_families` `lstm-ptb`. Names and tags are therefore
 `<family>-<corpus>` (`gru-ptb`; a multirun numbers them, `seqbench.loggers.sweep_identity`) and
 [family, corpus, preset, experiment], then the config's own `tags` (an experiment's, the command line's).

@@ -12,6 +12,7 @@ from collections.abc import Mapping
 
 
 def preset_of(choices: Mapping | None) -> str | None:
-    """`ptb/lstm` from `{"preset": "ptb/lstm"}` or, for a run from before issue 34, `{"family": "ptb/lstm"}`."""
+    """`ptb/lstm` from `{"preset": "ptb/lstm"}` or, for a run from before issue 34, from
+    `{"family": "ptb/lstm"}`."""
     choices = choices or {}
     return choices.get("preset") or choices.get("family")

@@ -25,7 +25,7 @@ RUNS = {
     "recurrent_lm": (["model=lstm", "data=ptb", *TINY_RNN], "ptb"),
     "attention_lm": (["model=gpt", "data=ptb", *GPT], "ptb"),
     "sst2_ema": (["experiment=sst2_bilstm", "model.char_features=8", *TINY_RNN], "sst2"),
-    "image_cnn": (["+family=mnist/cnn"], "mnist"),  # `widths` arrives from Hydra as a ListConfig
+    "image_cnn": (["preset=mnist/cnn"], "mnist"),  # `widths` arrives from Hydra as a ListConfig
     "bert_pretraining": pytest.param((["model=bert", "data=pretrain_text", "model.n_layer=1", "model.n_head=2",
                                        "model.d_model=16", "data.max_pairs=200", "data.vocab_size=500"], "ptb"),
                                      marks=pytest.mark.slow),

@@ -11,7 +11,7 @@ from seqbench.analysis.matrix import corpora
 from seqbench.report import scored_context
 from seqbench.run import build
 
-LM_PRESETS = [f"+family={p.parent.name}/{p.stem}" for p in sorted((CONF / "family").glob("*/*.yaml"))
+LM_PRESETS = [f"preset={p.parent.name}/{p.stem}" for p in sorted((CONF / "preset").glob("*/*.yaml"))
               if p.parent.name in ("ptb", "shakespeare")]
 LM_CORPORA = [d for d, task in corpora().items() if task == "lm"]
 

@@ -28,7 +28,7 @@ CORPORA = {"ptb": 10_000, "shakespeare": 65}
 def test_presets_match_parameters_without_embeddings_within_one_percent(corpus, tmp_path):
     counts, recipes = {}, {}
     for family in compared():
-        cfg = compose_cfg([f"+family={corpus}/{family}"], tmp_path)
+        cfg = compose_cfg([f"preset={corpus}/{family}"], tmp_path)
         model = hydra.utils.instantiate(cfg.model, spec=TaskSpec("lm", vocab_size=CORPORA[corpus]))
         counts[family] = model.num_params(non_embedding=True)
         recipes[family] = (cfg.model.optimizer._target_.rsplit(".", 1)[-1], model.lm_batching)
@@ -51,10 +51,10 @@ SWEEPS = {"ptb_families": ("ptb", ()), "shakespeare_families": ("shakespeare", (
 @pytest.mark.parametrize("experiment", SWEEPS)
 def test_the_sweeps_run_the_compared_families_presets(experiment, tmp_path):
     folder, variants = SWEEPS[experiment]
-    swept = compose_cfg([f"experiment={experiment}"], tmp_path).hydra.sweeper.params["+family"].split(",")
+    swept = compose_cfg([f"experiment={experiment}"], tmp_path).hydra.sweeper.params["preset"].split(",")
     assert [p for p in swept if p.rsplit("/", 1)[1] not in variants] == [f"{folder}/{f}" for f in compared()]
     assert {f"{folder}/{v}" for v in variants} <= set(swept)
-    assert all((CONF / "family" / f"{p}.yaml").is_file() for p in swept), swept
+    assert all((CONF / "preset" / f"{p}.yaml").is_file() for p in swept), swept
 
 
 @pytest.mark.slow
@@ -65,7 +65,7 @@ def test_hydras_sweeper_launches_one_job_per_compared_family(tmp_path):
     assert out.returncode == 0, out.stderr[-3000:]
     (sweep,) = (tmp_path / "multiruns").iterdir()
     jobs = [json.loads(line)["overrides"].split()[0] for line in (sweep / "jobs.jsonl").read_text().splitlines()]
-    assert jobs == [f"+family=ptb/{f}" for f in compared()]
+    assert jobs == [f"preset=ptb/{f}" for f in compared()]
 
 
 def test_variant_presets_follow_their_family_and_must_name_one():
@@ -123,7 +123,7 @@ def test_a_registered_family_joins_the_matrix_the_sweeps_and_trains(toy_family, 
     from seqbench.run import build, make_trainer
 
     assert "`toy`" in markdown().splitlines()[0] and ("toy", "copy") in pairs() and ("toy", "ptb") in pairs()
-    swept = compose_cfg(["experiment=ptb_families"], tmp_path).hydra.sweeper.params["+family"].split(",")
+    swept = compose_cfg(["experiment=ptb_families"], tmp_path).hydra.sweeper.params["preset"].split(",")
     assert swept[-1] == "ptb/toy"
     cfg = compose_cfg(["model=toy", "data=copy", "logger=csv", "trainer=cpu", "trainer.max_steps=1",
                        "trainer.limit_val_batches=1", "trainer.enable_progress_bar=false", "~callbacks.progress_bar",

@@ -15,7 +15,7 @@ def _job(root, num, preset, seed, acc, status="completed", extra="", **metrics_e
     (job / ".hydra" / "hydra.yaml").write_text(yaml.safe_dump(
         {"hydra": {"runtime": {"choices": {"family": f"pretraining/{preset}", "model": "bert"}}}}))
     metrics = {"status": status, "params": 1000, "wall_time_s": 120.0,
-               "overrides": f"experiment=pretraining +family=pretraining/{preset} seed={seed} {extra}".strip(),
+               "overrides": f"experiment=pretraining preset=pretraining/{preset} seed={seed} {extra}".strip(),
                **metrics_extra}
     if acc is not None:
         metrics["test/acc"] = acc

@@ -112,16 +112,16 @@ def test_frontier_sizes_span_ten_times_in_parameters_and_sweep_budgets(experimen
 
     sweep = OmegaConf.load(CONF / "experiment" / f"{experiment}.yaml").hydra.sweeper.params
     assert sweep.size == "s,m,l" and len(str(sweep["budget.flops"]).split(",")) >= 2
-    families = [f.rsplit("/", 1)[-1] for f in sweep["+family"].split(",")]
+    families = [f.rsplit("/", 1)[-1] for f in sweep["preset"].split(",")]
     assert set(families) <= set(compared()) and len(families) >= 3
     assert {FAMILIES[f].cls is RecurrentModel for f in families} == {True, False}  # recurrent and attention
     for family in families:
         params = {}
         for size in "sl":
-            cfg = compose_cfg([f"experiment={experiment}", f"+family=frontier/{corpus}/{family}", f"size={size}",
+            cfg = compose_cfg([f"experiment={experiment}", f"preset=frontier/{corpus}/{family}", f"size={size}",
                                "logger=csv"], tmp_path)
             model = instantiate(cfg.model, "model", spec=TaskSpec("lm", vocab_size=vocab))
             params[size] = model.num_params(non_embedding=True)
             # the size's count is written in its config's comments
-            assert f"{params[size]:,}" in (CONF / "family" / "frontier" / corpus / f"{family}.yaml").read_text()
+            assert f"{params[size]:,}" in (CONF / "preset" / "frontier" / corpus / f"{family}.yaml").read_text()
         assert params["l"] >= 10 * params["s"], (family, params)

@@ -16,7 +16,7 @@ def _job(root, num, family, T, acc, loss, status="completed"):
     (job / ".hydra" / "hydra.yaml").write_text(yaml.safe_dump(
         {"hydra": {"runtime": {"choices": {"family": f"probe/{family}", "model": "lstm"}}}}))
     metrics = {"status": status, "test/acc": acc, "test/loss": loss, "val/baseline_acc": 0.125,
-               "val/baseline_loss": 2.0794, "params": 1000, "overrides": f"+family=probe/{family} data.T={T}"}
+               "val/baseline_loss": 2.0794, "params": 1000, "overrides": f"preset=probe/{family} data.T={T}"}
     (job / "metrics.json").write_text(json.dumps(metrics))
 
 

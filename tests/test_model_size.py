@@ -76,5 +76,5 @@ def test_command_prints_a_row_per_preset():
     lines = text.splitlines()
     assert lines[0].startswith("| preset | data | embeddings |")
     rows = {line.split(" | ")[0].strip("| "): line for line in lines[2:] if line.startswith("|")}
-    assert {"model=lstm", "model=gpt_nano", "model=transformer", "family=probe/gru"} <= set(rows)
-    assert "lm, vocab 100" in rows["model=lstm"] and "tagging, vocab 10" in rows["family=probe/gru"]
+    assert {"model=lstm", "model=gpt_nano", "model=transformer", "preset=probe/gru"} <= set(rows)
+    assert "lm, vocab 100" in rows["model=lstm"] and "tagging, vocab 10" in rows["preset=probe/gru"]

@@ -9,12 +9,12 @@ from conftest import CONF, compose_cfg
 from seqbench.config_check import check_config
 from seqbench.errors import ConfigError
 
-PRESETS = sorted(p.stem for p in (CONF / "family" / "pretraining").glob("*.yaml"))
+PRESETS = sorted(p.stem for p in (CONF / "preset" / "pretraining").glob("*.yaml"))
 
 
 @pytest.mark.parametrize("preset", PRESETS)
 def test_each_pretraining_preset_composes_and_is_checked(preset, tmp_path):
-    cfg = compose_cfg(["experiment=pretraining", f"+family=pretraining/{preset}", "pretrained.bert=/b.ckpt",
+    cfg = compose_cfg(["experiment=pretraining", f"preset=pretraining/{preset}", "pretrained.bert=/b.ckpt",
                        "pretrained.gpt=/g.ckpt", "logger=csv"], tmp_path)
     check_config(cfg)
     assert cfg.data._target_.endswith("SST2DataModule") and cfg.callbacks.best_checkpoint.monitor == "val/acc"
@@ -23,7 +23,7 @@ def test_each_pretraining_preset_composes_and_is_checked(preset, tmp_path):
 
 
 def test_pretrained_presets_need_the_checkpoint(tmp_path):
-    cfg = compose_cfg(["experiment=pretraining", "+family=pretraining/bert_pretrained", "logger=csv"], tmp_path)
+    cfg = compose_cfg(["experiment=pretraining", "preset=pretraining/bert_pretrained", "logger=csv"], tmp_path)
     with pytest.raises(ConfigError, match="model.pretrained"):
         check_config(cfg)
 

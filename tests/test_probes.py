@@ -201,7 +201,7 @@ def test_long_range_experiment_trains_and_logs_the_baseline(family, cfg_factory,
     """One tiny job of the sweep through `seqbench.run.train`: the baseline lands in metrics.json."""
     from seqbench.run import train
 
-    cfg = cfg_factory([*TINY, "experiment=long_range", f"+family=probe/{family}", "data.T=6", "data.train_size=64",
+    cfg = cfg_factory([*TINY, "experiment=long_range", f"preset=probe/{family}", "data.T=6", "data.train_size=64",
                        "data.val_size=250", "data.test_size=250", "trainer.max_steps=3", *FAMILIES[family].tiny], tiny=False)
     metrics = train(cfg, tmp_path)
     assert metrics["status"] == "completed"
@@ -215,7 +215,7 @@ def test_the_other_probes_train_through_their_task_contracts(data, family, metri
     from seqbench.run import train
 
     sizes = ["model.hidden_size=16"] if family == "gru" else ["model.n_layer=1", "model.d_model=16"]
-    cfg = cfg_factory([*TINY, "experiment=long_range", f"data={data}", f"+family=probe/{family}", "data.T=8",
+    cfg = cfg_factory([*TINY, "experiment=long_range", f"data={data}", f"preset=probe/{family}", "data.T=8",
                        "data.train_size=64", "data.val_size=250", "data.test_size=250", "trainer.max_steps=3",
                        *sizes], tiny=False)
     metrics = train(cfg, tmp_path)
@@ -254,7 +254,7 @@ def test_until_solved_experiment_records_steps_to_solve_in_metrics_json(threshol
     from seqbench.run import train
 
     by_hand = [f"callbacks.stop_when_solved.threshold={threshold}"] if threshold else []
-    cfg = cfg_factory([*TINY, "experiment=long_range_adding", "+family=probe/gru", "model.hidden_size=16",
+    cfg = cfg_factory([*TINY, "experiment=long_range_adding", "preset=probe/gru", "model.hidden_size=16",
                        "data.T=8", "data.train_size=64", "data.val_size=250", "data.test_size=250",
                        "trainer.max_steps=4", "trainer.limit_train_batches=1.0", "trainer.max_epochs=-1",
                        *by_hand], tiny=False)

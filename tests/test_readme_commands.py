@@ -28,15 +28,21 @@ README = (ROOT / "README.md").read_text(encoding="utf-8")
 PLACEHOLDER = re.compile(r"<[^<>]+>")
 
 
-def _commands() -> list[str]:
-    """Command lines of the README: code-block lines (continuations joined) and inline `python ...` spans."""
+def _commands(text: str = README) -> list[str]:
+    """Command lines of a page: code-block lines (continuations joined, the block's shell variables
+    such as `$COMMON` expanded, `VAR=value` prefixes dropped) and inline `python ...` spans."""
     lines = []
-    for block in re.findall(r"```(?:bash)?\n(.*?)```", README, flags=re.S):
+    for block in re.findall(r"```(?:bash|sh)?\n(.*?)```", text, flags=re.S):
+        variables: dict[str, str] = {}
         for line in block.replace("\\\n", " ").splitlines():
             line = re.sub(r"\s+#.*$", "", line).strip()
+            line = line.removeprefix("export ") if ASSIGNMENTS.fullmatch(line.removeprefix("export ")) else line
+            prefix = ASSIGNMENTS.match(line).group()
+            variables.update(w.split("=", 1) for w in shlex.split(prefix))
+            line = re.sub(r"\$(\w+)", lambda m: variables.get(m.group(1), m.group(0)), line[len(prefix):])
             if line.startswith(("python ", ".venv/bin/python ", "bash scripts/train.sh")):
                 lines.append(line)
-    spans = (" ".join(span.split()) for span in re.findall(r"`(python [^`]+)`", README))
+    spans = (" ".join(span.split()) for span in re.findall(r"`(python [^`]+)`", text))
     lines += [span for span in spans if span not in lines]
     return [line for line in lines if not PROSE.search(line)]
 
@@ -44,6 +50,8 @@ def _commands() -> list[str]:
 # Forms that stand for a family of commands in the README's prose, not commands: `model=X data=Y`.
 # (`--config-path <run>/.hydra` is a command, but of Hydra's launcher: tests/test_recipes.py runs it.)
 PROSE = re.compile(r"=[XY]\b|--config-path")
+# Shell variables a block sets (`export COMMON="..."`) or a command sets for itself (`OMP_NUM_THREADS=1 python ...`).
+ASSIGNMENTS = re.compile(r"(?:[A-Z_][A-Z0-9_]*=(?:\"[^\"]*\"|'[^']*'|\S*)(?:\s+|$))*")
 
 
 def _train_args(line: str) -> list[str] | None:
@@ -97,7 +105,7 @@ def _sweep_jobs(args: list[str], tmp_path: Path) -> list[list[str]]:
 
 def test_a_families_sweep_trains_every_family_the_same_epochs(tmp_path):
     """experiment=multi30k_families promises 10 epochs for every family; the Transformer preset's own 20
-    once won over it (a preset is applied after the experiment)."""
+    once won over it (when presets were applied after the experiment, before issue 34)."""
     jobs = _sweep_jobs(["-m", "experiment=multi30k_families"], tmp_path)
     assert len(jobs) == 5
     assert {compose_cfg(job, tmp_path).trainer.max_epochs for job in jobs} == {10}
@@ -164,19 +172,19 @@ def test_debug_fast_bounds_every_preset_and_experiment(tmp_path):
     """A preset's own steps (`max_steps: 2000`, 20 epochs, validation every 250 steps) never outlast
     `debug=fast`: at most 5 training batches of one epoch, whatever the preset."""
     conf = ROOT / "conf"
-    presets = [f"+family={p.parent.name}/{p.stem}" for p in sorted((conf / "family").glob("*/*.yaml"))]
+    presets = [f"preset={p.parent.name}/{p.stem}" for p in sorted((conf / "preset").glob("*/*.yaml"))]
     presets += [f"experiment={p.stem}" for p in sorted((conf / "experiment").glob("*.yaml"))]
     for preset in presets:
         cfg = compose_cfg([preset, "debug=fast", "++pretrained.bert=x", "++pretrained.gpt=x"]
                           if "pretraining" in preset else [preset, "debug=fast"], tmp_path)
         t = cfg.trainer
         assert (t.max_epochs, t.limit_train_batches, t.max_steps, t.val_check_interval) == (1, 5, -1, None), preset
-    cfg = compose_cfg(["+family=shakespeare/gpt", "debug=fast", "trainer.limit_train_batches=7"], tmp_path)
+    cfg = compose_cfg(["preset=shakespeare/gpt", "debug=fast", "trainer.limit_train_batches=7"], tmp_path)
     assert cfg.trainer.limit_train_batches == 7  # the command line still wins over the debug mode
 
 
 def test_a_preset_under_debug_fast_trains_five_steps(tmp_path):
-    r = run_cli(["+family=shakespeare/gpt", "debug=fast", "logger=csv"], tmp_path)
+    r = run_cli(["preset=shakespeare/gpt", "debug=fast", "logger=csv"], tmp_path)
     assert r.returncode == 0, r.stderr[-2000:]
     history = (next(tmp_path.glob("debug/runs/*/csv/metrics.csv"))).read_text().splitlines()
     steps = {int(float(row.split(",")[history[0].split(",").index("step")])) for row in history[1:]}
@@ -190,8 +198,8 @@ def test_matrix_and_model_size_run_as_written(capsys):
     matrix.main([])
     assert "| task: data |" in capsys.readouterr().out
     text = model_size.main(["--families", "pretraining", "probe"])  # the groups that crashed the default walk
-    assert "family=pretraining/bert_pretrained: not built (needs a value only an experiment sets" in text
-    assert "| family=probe/lstm |" in text
+    assert "preset=pretraining/bert_pretrained: not built (needs a value only an experiment sets" in text
+    assert "| preset=probe/lstm |" in text
 
 
 @pytest.mark.slow
@@ -199,7 +207,7 @@ def test_model_size_walks_every_preset_by_default(capsys):
     from seqbench.analysis import model_size
 
     text = model_size.main([])
-    built = [line for line in text.splitlines() if line.startswith("| family=")]
+    built = [line for line in text.splitlines() if line.startswith("| preset=")]
     assert len(built) >= 30, text
 
 

@@ -108,10 +108,10 @@ def test_the_command_line_wins_over_the_recipe(tmp_path):
 
 
 def _presets() -> list[str]:
-    out = [f"+family={p.parent.name}/{p.stem}" for p in sorted((CONF / "family").glob("*/*.yaml"))
+    out = [f"preset={p.parent.name}/{p.stem}" for p in sorted((CONF / "preset").glob("*/*.yaml"))
            if p.parent.name not in ("pretraining", "probe")]  # those presets pick no data: their experiments do
-    out += [f"experiment=long_range +family=probe/{p.stem}" for p in sorted((CONF / "family" / "probe").glob("*.yaml"))]
-    out += [f"experiment=pretraining +family=pretraining/{f} pretrained.bert=x pretrained.gpt=x"
+    out += [f"experiment=long_range preset=probe/{p.stem}" for p in sorted((CONF / "preset" / "probe").glob("*.yaml"))]
+    out += [f"experiment=pretraining preset=pretraining/{f} pretrained.bert=x pretrained.gpt=x"
             for f in ("bilstm", "bert", "gpt", "bert_pretrained", "gpt_reinit")]
     out += [f"experiment={p.stem}" for p in sorted((CONF / "experiment").glob("*.yaml"))
             if not p.stem.endswith(("families", "images", "long_range", "pretraining"))
@@ -122,9 +122,9 @@ def _presets() -> list[str]:
 # The keys a recipe may still fill under a preset: epochs the preset leaves unset. Each is on purpose:
 # the Multi30k presets were always run for a number of epochs given on the command line (10 for the
 # recorded Bahdanau run, which is the recipe's) and now default to their family's recipe.
-ALLOWED = {"+family=multi30k/bahdanau": {"trainer.max_epochs"}, "+family=multi30k/luong": {"trainer.max_epochs"},
-           "+family=multi30k/seq2seq": {"trainer.max_epochs"}, "+family=multi30k/t5": {"trainer.max_epochs"},
-           "+family=multi30k/transformer_base": {"trainer.max_epochs"}}
+ALLOWED = {"preset=multi30k/bahdanau": {"trainer.max_epochs"}, "preset=multi30k/luong": {"trainer.max_epochs"},
+           "preset=multi30k/seq2seq": {"trainer.max_epochs"}, "preset=multi30k/t5": {"trainer.max_epochs"},
+           "preset=multi30k/transformer_base": {"trainer.max_epochs"}}
 
 
 @pytest.mark.parametrize("preset", _presets())

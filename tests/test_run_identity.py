@@ -11,20 +11,20 @@ from omegaconf import OmegaConf
 from conftest import CONF, compose_cfg, run_cli
 from wandb_offline import OfflineRun
 
-PTB_PRESETS = sorted(p.stem for p in (CONF / "family" / "ptb").glob("*.yaml"))
+PTB_PRESETS = sorted(p.stem for p in (CONF / "preset" / "ptb").glob("*.yaml"))
 
 
 @pytest.mark.parametrize("family", PTB_PRESETS)
 def test_the_flagship_sweep_names_each_run_by_its_family(family, tmp_path):
     """`experiment=ptb_families`: the rnn and gru presets choose `model=lstm`; their names must not say lstm."""
-    cfg = compose_cfg(["experiment=ptb_families", f"+family=ptb/{family}"], tmp_path)
+    cfg = compose_cfg(["experiment=ptb_families", f"preset=ptb/{family}"], tmp_path)
     assert cfg.run_name == f"{family}-ptb"
     assert list(cfg.tags) == [family, "ptb", f"ptb/{family}", "ptb_families", "families"]
     assert cfg.job_type == "train"
 
 
 def test_a_name_given_on_the_command_line_is_kept(tmp_path):
-    cfg = compose_cfg(["+family=ptb/gru", "run_name=my-gru", "tags=[mine]"], tmp_path)
+    cfg = compose_cfg(["preset=ptb/gru", "run_name=my-gru", "tags=[mine]"], tmp_path)
     assert cfg.run_name == "my-gru" and list(cfg.tags) == ["gru", "ptb", "ptb/gru", "mine"]
 
 
@@ -32,7 +32,7 @@ def test_a_debug_run_goes_to_outputs_debug_with_its_logger_and_its_eval_joins_it
     """`debug=fast` keeps the logger chosen (W&B here) with job type debug, in outputs/debug/; the
     evaluation of its checkpoint is a W&B run of job type eval in the same group."""
     env = {"WANDB_MODE": "offline"}
-    train = run_cli(["+family=ptb/gru", "debug=fast", "model.hidden_size=16", "model.embedding_size=16",
+    train = run_cli(["preset=ptb/gru", "debug=fast", "model.hidden_size=16", "model.embedding_size=16",
                      "logger=wandb", "+wandb_group=g1", "trainer=cpu", "trainer.limit_train_batches=2",
                      "trainer.limit_val_batches=1", "trainer.limit_test_batches=1"], tmp_path, env=env)
     assert train.returncode == 0, train.stderr[-3000:]

@@ -30,7 +30,7 @@ def trained(args: list[str], spec: TaskSpec, tmp_path, **model_keys):
 def test_the_benchmark_builds_the_presets_model(preset, tmp_path):
     tool = bench.build_model(preset, vocab=100, length=64)
     context = {"context": 64} if "context" in tool.hparams else {}
-    assert_same_model(tool, trained([f"+family={preset}"], TaskSpec("lm", vocab_size=100), tmp_path, **context))
+    assert_same_model(tool, trained([f"preset={preset}"], TaskSpec("lm", vocab_size=100), tmp_path, **context))
 
 
 @pytest.mark.parametrize("family", decode_bench.cached_families())
@@ -43,11 +43,11 @@ def test_the_decoding_benchmark_builds_what_a_run_on_its_task_trains(family, tmp
 @pytest.mark.parametrize("family", compared())
 def test_the_gradient_probe_builds_the_long_range_jobs_model(family, tmp_path):
     datamodule, tool = gradient_flow.build_family(family, T=6)
-    args = ["experiment=long_range", f"+family=probe/{family}", "data.T=6", "seed=0"]
+    args = ["experiment=long_range", f"preset=probe/{family}", "data.T=6", "seed=0"]
     assert_same_model(tool, trained(args, datamodule.spec, tmp_path))
 
 
 def test_the_image_step_timer_composes_the_presets_run(tmp_path):
     tool = image_step_time.compose("mnist/cnn", ["model.hidden=16"])
-    run = compose_cfg(["+family=mnist/cnn", "model.hidden=16"], tmp_path)
+    run = compose_cfg(["preset=mnist/cnn", "model.hidden=16"], tmp_path)
     assert tool.model == run.model and tool.recipe == run.recipe == "image/cnn"

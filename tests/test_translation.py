@@ -293,13 +293,13 @@ def test_multi30k_presets_compose_check_and_build(tmp_path):
     from seqbench.data.spec import TaskSpec
 
     cfg = compose_cfg(["experiment=multi30k_families"], tmp_path)
-    families = cfg.hydra.sweeper.params["+family"].split(",")
+    families = cfg.hydra.sweeper.params["preset"].split(",")
     assert cfg.data._target_.endswith("Multi30kDataModule")
     spec = TaskSpec("translation", src_vocab_size=8000, tgt_vocab_size=6000, pad_id=0, bos_id=2, eos_id=3,
                     max_len=60, extras={"joint_vocab": False})
     kinds = {}
     for family in families + ["multi30k/transformer_base"]:
-        cfg = compose_cfg([f"+family={family}"], tmp_path)
+        cfg = compose_cfg([f"preset={family}"], tmp_path)
         check_config(cfg)
         if family.endswith("t5"):
             assert cfg.data.joint_vocab

@@ -31,7 +31,7 @@ def _csv_column(run_dir, name: str) -> list[float]:
 @pytest.mark.corpus("ptb")
 def test_offline_run_holds_best_values_panel_keys_samples_and_checkpoints(tmp_path, monkeypatch):
     monkeypatch.setenv("WANDB_DATA_DIR", str(tmp_path / "wandb-data"))  # staged artifact copies stay in tmp
-    cfg = compose_cfg(WANDB + TINY_RNN + ["+family=ptb/gru", "trainer.max_epochs=3", "logger.wandb.log_model=true",
+    cfg = compose_cfg(WANDB + TINY_RNN + ["preset=ptb/gru", "trainer.max_epochs=3", "logger.wandb.log_model=true",
                                           "callbacks.validation_samples.rows=5"], tmp_path)
     metrics = train(cfg, tmp_path)
     assert metrics["status"] == "completed"
@@ -174,7 +174,7 @@ def test_tagging_samples_show_gold_and_predicted_spans(tmp_path):
 
 @pytest.mark.corpus("mnist")
 def test_image_samples_are_pictures(tmp_path):
-    model, batch = _first_val_batch(["+family=mnist/cnn"], tmp_path)
+    model, batch = _first_val_batch(["preset=mnist/cnn"], tmp_path)
     with torch.no_grad():
         _, rows = model.task.samples(model, batch, 4)
     assert rows and all(r[0].shape == (1, 28, 28) and r[0].min() == 0 and r[0].max() == 1 for r in rows)
@@ -182,7 +182,7 @@ def test_image_samples_are_pictures(tmp_path):
 
 
 def test_regression_samples_pair_targets_with_predictions(tmp_path):
-    model, batch = _first_val_batch(["+family=probe/gru", "data=adding", "data.T=20"], tmp_path)
+    model, batch = _first_val_batch(["preset=probe/gru", "data=adding", "data.T=20"], tmp_path)
     with torch.no_grad():
         columns, rows = model.task.samples(model, batch, 5)
         prediction = model.regress({k: v[:5] for k, v in batch.items()})

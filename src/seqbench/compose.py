@@ -1,21 +1,20 @@
-"""From the command line to the config a run uses: Hydra's composition plus two steps Hydra cannot express.
+"""From the command line to the config a run uses: Hydra's composition plus one step Hydra cannot express.
 
-1. **The training recipe follows the task.** `model=lstm data=sst2` must not train a sentiment
-   classifier with the recurrent family's language-model recipe (SGD at lr 20). A recipe is a config
-   file per family and task, `conf/recipe/<task>/<family>.yaml` (optimizer, rate, schedule, clipping,
-   epochs); a family without one for a task takes its base family's (seqbench.families: GRU and RNN
-   the LSTM's, the Transformer and BERT the GPT's). The task is known only from the data's class — a
-   Hydra defaults list cannot choose a group by it (an interpolated default may not override groups).
-   So the run composes once, reads the task and family, and composes again with the recipe file. The
-   `recipe` group sits before `experiment` in `conf/train.yaml`, so an experiment, a preset
-   (`+family=...`) and the command line all win over it; `recipe=none` turns it off and
-   `recipe=<task>/<family>` picks a file by hand. The recipe's name, `<task>/<family>` whichever file
-   served it, is kept in the config (`recipe:`), so a run's saved `.hydra/config.yaml` shows every
-   value used and composes to the same run again without a second recipe.
-2. **A debug mode bounds every preset.** `debug=fast` must check any config end to end in seconds, but
-   `+family=...` is appended after `debug` in the defaults list, so a preset's `max_steps` or
-   `max_epochs` would win. The debug mode's trainer values are therefore re-applied as overrides that
-   come before the user's own (which still win).
+**The training recipe follows the task.** `model=lstm data=sst2` must not train a sentiment
+classifier with the recurrent family's language-model recipe (SGD at lr 20). A recipe is a config
+file per family and task, `conf/recipe/<task>/<family>.yaml` (optimizer, rate, schedule, clipping,
+epochs); a family without one for a task takes its base family's (seqbench.families: GRU and RNN
+the LSTM's, the Transformer and BERT the GPT's). The task is known only from the data's class — a
+Hydra defaults list cannot choose a group by it (an interpolated default may not override groups).
+So the run composes once, reads the task and family, and composes again with the recipe file. The
+`recipe` group sits before `preset`, `experiment` and `debug` in `conf/train.yaml`, so a preset, an
+experiment, a debug mode and the command line all win over it; `recipe=none` turns it off and
+`recipe=<task>/<family>` picks a file by hand. The recipe's name, `<task>/<family>` whichever file
+served it, is kept in the config (`recipe:`), so a run's saved `.hydra/config.yaml` shows every
+value used and composes to the same run again without a second recipe.
+
+A debug mode bounds every preset by the defaults order alone: `debug` comes after `preset` and
+`experiment`, so `debug=fast`'s `max_steps` wins over a preset's.
 """
 
 from __future__ import annotations
@@ -28,25 +27,13 @@ import yaml
 from hydra.utils import get_class
 from omegaconf import DictConfig, OmegaConf, open_dict
 
+from seqbench.errors import ConfigError
 from seqbench.families import FAMILIES, family_of
 
 log = logging.getLogger("seqbench")
 
 CONF_DIR = Path(__file__).resolve().parents[2] / "conf"
 Compose = Callable[[list[str]], DictConfig]
-
-
-def _group_chosen(overrides: list[str], group: str) -> bool:
-    """Whether the command line chose `group` (`group=x`, `+group=x`, `~group`), not a key inside it."""
-    for o in overrides:
-        key = o.lstrip("+~").split("=", 1)[0].split("@", 1)[0]
-        if key == group:
-            return True
-    return False
-
-
-def _key_set(overrides: list[str], key: str) -> bool:
-    return any(o.lstrip("+~").split("=", 1)[0] == key for o in overrides)
 
 
 def task_of(data: DictConfig) -> str:
@@ -77,23 +64,17 @@ def recipe_file(name: str, conf_dir: Path = CONF_DIR) -> str:
     return name
 
 
-def debug_overrides(name: str, conf_dir: Path = CONF_DIR) -> list[str]:
-    """The trainer values of `conf/debug/<name>.yaml` as command-line overrides."""
-    path = conf_dir / "debug" / f"{name}.yaml"
-    if not path.is_file():
-        return []
-    trainer = (yaml.safe_load(path.read_text()) or {}).get("trainer") or {}
-    return [f"trainer.{k}={'null' if v is None else v}" for k, v in trainer.items()]
-
-
 def finalize(cfg: DictConfig, overrides: list[str], choices: dict, compose: Compose,
              conf_dir: Path = CONF_DIR) -> DictConfig:
-    """The config of the run: `cfg` recomposed with its recipe and its debug bounds, when it has any,
-    named and tagged by its family and preset (seqbench.identity).
+    """The config of the run: `cfg` recomposed with its recipe, when it has one, named and tagged by its
+    family and preset (seqbench.identity).
 
     `overrides` are the command line's (Hydra's task overrides), `choices` the groups chosen, and
     `compose(overrides)` composes the same primary config anew.
     """
+    if isinstance(cfg.get("family"), str):  # no `family` group any more: Hydra took `+family=x` for a new key
+        raise ConfigError(f"+family={cfg.family} is written preset={cfg.family} since presets moved to "
+                          f"conf/preset/ (issue 34); as it stands the run would ignore it.")
     extra: list[str] = []
     name = next((o.split("=", 1)[1] for o in overrides if o.lstrip("+").startswith("recipe=")), None)
     if name is None and cfg.get("recipe") is None and "model" in cfg and "data" in cfg:
@@ -103,14 +84,12 @@ def finalize(cfg: DictConfig, overrides: list[str], choices: dict, compose: Comp
             auto, path = "", None
         if path is not None and path.is_file():
             name, extra = auto, [f"recipe={recipe_file(auto, conf_dir)}"]
-    debug = choices.get("debug")
-    bounds = [o for o in debug_overrides(debug, conf_dir) if not _key_set(overrides, o.split("=", 1)[0])] if debug else []
     from seqbench.identity import name_and_tag  # it reads family_of, from this module
 
     chosen_by_hand = name is not None and not extra and name != "none"
-    if not extra and not bounds and not chosen_by_hand:
+    if not extra and not chosen_by_hand:
         return name_and_tag(cfg, choices)
-    final = compose(bounds + list(overrides) + extra)
+    final = compose(list(overrides) + extra)
     if name and name != "none":
         without = cfg if extra else compose([o for o in overrides if not o.lstrip("+").startswith("recipe=")]
                                             + ["recipe=none"])
@@ -232,7 +211,7 @@ def main(argv: list[str] | None = None) -> None:
     if {"-h", "--help"} & set(args):
         print("usage: python -m seqbench.compose [override ...]\n\n"
               "Prints the config `python src/train.py [override ...]` would run with: Hydra's composition,\n"
-              "then the recipe of the data's task and the debug bounds (the first line names the recipe).")
+              "then the recipe of the data's task (the first line names the recipe).")
         raise SystemExit(0)
     cfg = compose_final(args)
     with_hydra = OmegaConf.to_container(cfg, resolve=False)

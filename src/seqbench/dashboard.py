@@ -3,7 +3,7 @@
 * **Config keys a panel is drawn from**, at the top level beside the resolved config: `family`
   (what the model config builds: rnn, lstm, gru, gpt, ...; seqbench.identity), `architecture` (the
   model config chosen: `model=lstm` for the three recurrent PTB presets), `preset`
-  (`+family=...` or the experiment), `recipe`
+  (`preset=...`, `+family=...` in a run from before issue 34, or the experiment), `recipe`
   (the training recipe chosen for the run, when there is one), `corpus` (the data config), `task`
   (what the data poses), `params`, `params_non_embedding`, and `train_flops` once training has
   counted them (when a run logs `train/flops`). A parallel-coordinates or scatter panel picks them
@@ -26,6 +26,7 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from seqbench.identity import family
+from seqbench.preset_choice import preset_of
 
 STEP = "trainer/global_step"  # Lightning's WandbLogger plots every metric against this
 
@@ -42,7 +43,8 @@ def run_config(cfg: DictConfig, choices: dict | None, task: str, params: int, pa
 
     composed = {k: v for k, v in OmegaConf.to_container(cfg, resolve=True).items() if k != "hydra"}  # Hydra's own
     return {"family": family(cfg, choices), "architecture": choice("model"),
-            "preset": choice("family") or choice("experiment"), "recipe": cfg.get("recipe"),
+            "preset": preset_of({g: choice(g) for g in ("preset", "family")}) or choice("experiment"),
+            "recipe": cfg.get("recipe"),
             "corpus": choice("data"), "task": task, "params": params, "params_non_embedding": params_non_embedding,
             **composed}
 

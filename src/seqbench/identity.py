@@ -1,8 +1,8 @@
 """Who a run is, in the words a user filters W&B by: its name and tags, from the family and the preset.
 
 The family is what the model config builds (`seqbench.compose.family_of`: the recurrent cell, or the
-family's module), not the `model=` choice: the PTB presets `ptb/rnn` and `ptb/gru` choose `model=lstm`
-and change only `model.cell`, so a name from the choice would call all three recurrent runs of
+family's module), not the `model=` choice: the PTB presets `preset=ptb/rnn` and `preset=ptb/gru` choose
+`model=lstm` and change only `model.cell`, so a name from the choice would call all three recurrent runs of
 `experiment=ptb_families` `lstm-ptb`. Names and tags are therefore
 `<family>-<corpus>` (`gru-ptb`; a multirun numbers them, `seqbench.loggers.sweep_identity`) and
 [family, corpus, preset, experiment], then the config's own `tags` (an experiment's, the command line's).
@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from omegaconf import DictConfig, OmegaConf, open_dict
 
 from seqbench.compose import family_of
+from seqbench.preset_choice import preset_of
 
 
 def family(cfg: DictConfig, choices: dict | None = None) -> str | None:
@@ -30,7 +31,7 @@ def family(cfg: DictConfig, choices: dict | None = None) -> str | None:
 class RunIdentity:
     family: str | None
     corpus: str | None
-    preset: str | None  # +family=<corpus>/<family>
+    preset: str | None  # preset=<corpus>/<name>
     experiment: str | None
 
     @property
@@ -44,7 +45,7 @@ class RunIdentity:
 
 def identify(cfg: DictConfig, choices: dict | None) -> RunIdentity:
     choices = choices or {}
-    return RunIdentity(family(cfg, choices), choices.get("data"), choices.get("family"), choices.get("experiment"))
+    return RunIdentity(family(cfg, choices), choices.get("data"), preset_of(choices), choices.get("experiment"))
 
 
 def name_and_tag(cfg: DictConfig, choices: dict | None) -> DictConfig:

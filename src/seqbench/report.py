@@ -7,7 +7,7 @@
 Every job directory of a sweep holds `metrics.json` (final numbers, parameter counts, tokens/s, peak
 memory), `csv/metrics.csv` (the history: `val/ppl` with `curve/tokens` and `curve/train_time_s` at
 each validation, from `seqbench.callbacks.LearningCurve`) and `.hydra/` (which model/family it was).
-Runs are grouped by family (`family=` preset, else `model=`), and seeds of a family are summarised
+Runs are grouped by family (`preset=`, else `model=`), and seeds of a family are summarised
 as mean ± sample standard deviation; where a family's runs differ in size or FLOPs budget (a frontier
 sweep) the table gives each of those configurations its own row. A failed job appears in the page with its error.
 
@@ -39,6 +39,7 @@ import yaml
 
 from seqbench.frontier import config_label
 from seqbench.frontier import section as frontier_section
+from seqbench.preset_choice import preset_of
 
 CURVE_KEYS = ("val/ppl", "val/loss", "curve/tokens", "curve/train_time_s", "curve/wall_time_s", "train/flops")
 
@@ -83,12 +84,13 @@ def read_curve(path: Path) -> list[dict]:
 
 
 def family_of(job_dir: Path) -> str:
-    """The family preset (`family=ptb/lstm` -> lstm) or else the model config the job composed."""
+    """The preset's name (`preset=ptb/lstm`, `+family=ptb/lstm` before issue 34 -> lstm) or else the model
+    config the job composed."""
     hydra_yaml = job_dir / ".hydra" / "hydra.yaml"
     if hydra_yaml.is_file():
         choices = (yaml.safe_load(hydra_yaml.read_text()) or {}).get("hydra", {}).get("runtime", {}).get("choices", {})
-        if choices.get("family"):
-            return str(choices["family"]).rsplit("/", 1)[-1]
+        if preset_of(choices):
+            return str(preset_of(choices)).rsplit("/", 1)[-1]
         if choices.get("model"):
             return str(choices["model"])
     return job_dir.name

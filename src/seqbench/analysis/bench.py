@@ -5,8 +5,8 @@
     python -m seqbench.bench --families ptb/lstm,ptb/gpt --lengths 64,128 --out outputs/bench/quick
 
 The models are the ones the comparison trains: each family is composed from its preset
-(`conf/family/<preset>.yaml`, ~0.6M parameters without embeddings for `ptb/*`) exactly as
-`python src/train.py +family=<preset>` would build it, with the attention models' `context` set to
+(`conf/preset/<preset>.yaml`, ~0.6M parameters without embeddings for `ptb/*`) exactly as
+`python src/train.py preset=<preset>` would build it, with the attention models' `context` set to
 the sequence length. A family may carry variants after colons: `ptb/gpt:reference` is GPT with the
 written-out attention instead of SDPA, the "no flash" case whose memory grows as T²; `key=value` sets
 `model.key` (`ptb/gpt:dropout=0`). Dropout matters beyond regularisation here: PyTorch's CPU flash
@@ -67,13 +67,13 @@ def default_families() -> list[str]:
 
 
 def preset_config(family: str):
-    """The config `python src/train.py +family=<preset>` runs with (seqbench.compose: recipe included),
+    """The config `python src/train.py preset=<preset>` runs with (seqbench.compose: recipe included),
     with a variant's overrides (`ptb/gpt:reference`, `ptb/gpt:dropout=0`) after it."""
     from seqbench.compose import compose_final
     from seqbench.entry import register_resolvers
 
     preset, *variants = family.split(":")
-    overrides = [f"+family={preset}", "logger=csv"]
+    overrides = [f"preset={preset}", "logger=csv"]
     for variant in variants:
         overrides.append("model.attn_impl=reference" if variant == "reference" else f"model.{variant}")
     register_resolvers()
@@ -343,7 +343,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
     parser = argparse.ArgumentParser(prog="python -m seqbench.bench", description=__doc__.split("\n\n")[0])
     parser.add_argument("--device", default="auto", help="cpu, cuda or auto (cuda when available)")
     parser.add_argument("--families", default=",".join(default_families()),
-                        help="family presets (conf/family/...); ':reference' uses the written-out attention, "
+                        help="family presets (conf/preset/...); ':reference' uses the written-out attention, "
                              "':key=value' sets model.key (':dropout=0')")
     parser.add_argument("--lengths", default="64,128,256,512,1024,2048,4096")
     parser.add_argument("--batch-sizes", default="1,8")

@@ -4,7 +4,7 @@
     python -m seqbench.analysis.finetune_report outputs/multiruns/<time> [more dirs] [--metric test/acc]
         [--grid model.optimizer.lr [--select val/acc_best]]
 
-Reads every job (`seqbench.report.read_local`: metrics.json and the `family=` preset) and writes one
+Reads every job (`seqbench.report.read_local`: metrics.json and the preset) and writes one
 row per preset: the score of each seed, their mean and standard deviation, params and wall time; then
 one row per family that has both `<family>_pretrained` and `<family>` (or `<family>_reinit`, the same
 network and tokenizer from random weights): the gain of pre-training, paired

@@ -17,7 +17,7 @@ kernels (cuDNN/oneDNN `nn.LSTM`) expose h_t only as an output: a gradient taken 
 direct path through the head alone, not the path through the recurrence. x_t feeds h_t through one
 fixed matrix, so ||dL/dx_t|| follows ||dL/dh_t|| up to that matrix.
 
-The models are the `experiment=long_range` presets (`conf/family/probe/*`), freshly initialised
+The models are the `experiment=long_range` presets (`conf/preset/probe/*`), freshly initialised
 (seeded) or loaded from the best checkpoint of a finished sweep job with the same T.
 """
 
@@ -109,7 +109,7 @@ def build_family(family: str, T: int, seed: int = 0, overrides: list[str] | None
 
     from seqbench.run import build
 
-    cfg = _compose(["experiment=long_range", f"+family=probe/{family}", f"data.T={T}", f"seed={seed}",
+    cfg = _compose(["experiment=long_range", f"preset=probe/{family}", f"data.T={T}", f"seed={seed}",
                     "logger=csv", *(overrides or [])])
     L.seed_everything(seed, workers=True)
     return build(cfg)

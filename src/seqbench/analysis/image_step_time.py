@@ -3,7 +3,7 @@
     python -m seqbench.analysis.image_step_time mnist/cnn mnist/vit mnist/lstm_rows \
         "mnist/vit model.patch_size=4" [--batch 128] [--steps 10]
 
-Each argument is a family preset (conf/family/<name>.yaml) with optional overrides after it. The
+Each argument is a family preset (conf/preset/<name>.yaml) with optional overrides after it. The
 network is built exactly as `src/train.py` builds it (the data's declared shape, the preset's
 sizes), fed random uint8 images through the DataModule's own transform, and timed for `--steps`
 forward + backward + AdamW steps after three warm-up steps. Prints ms per step, the step time of an
@@ -19,12 +19,12 @@ import torch
 
 
 def compose(family: str, overrides: list[str]):
-    """The config `python src/train.py +family=<family> <overrides>` runs with (seqbench.compose)."""
+    """The config `python src/train.py preset=<family> <overrides>` runs with (seqbench.compose)."""
     from seqbench.compose import compose_final
     from seqbench.entry import register_resolvers
 
     register_resolvers()
-    return compose_final([f"+family={family}", "paths.data_dir=.", "logger=csv", *overrides])
+    return compose_final([f"preset={family}", "paths.data_dir=.", "logger=csv", *overrides])
 
 
 def step_time(family: str, overrides: list[str], batch: int, steps: int) -> dict:

@@ -2,7 +2,7 @@
 
     python -m seqbench.analysis.model_size                    # every conf/model preset on a 10k vocabulary
     python -m seqbench.analysis.model_size --vocab 65         # ... on a character vocabulary
-    python -m seqbench.analysis.model_size --families ptb     # the conf/family/ptb presets on their own data
+    python -m seqbench.analysis.model_size --families ptb     # the conf/preset/ptb presets on their own data
 
 The model-size claim ("attention needs more parameters" / "an RNN's size does not grow with the
 context") is a table, not a sentence. Each parameter is counted once (tied matrices under the
@@ -17,7 +17,7 @@ module that owns them first, the embedding) and assigned to a component by the m
     output       everything else: the LM or task head (0 when tied to the embedding)
 
 Model presets are built on a language-modelling spec with `--vocab` tokens (default 10,000, Penn
-Treebank's); family presets (conf/family/<group>/) on the spec of the data they compose (the probe
+Treebank's); family presets (conf/preset/<group>/) on the spec of the data they compose (the probe
 presets on copy memory at T = 100, as `experiment=long_range` composes them), so the table shows
 what a run of that preset logs as `params`.
 """
@@ -89,7 +89,7 @@ def _compose(overrides: list[str]):
 
 
 def preset_rows(conf: Path, vocab: int, family_groups: list[str]) -> list[dict]:
-    """One row per preset: conf/model/*.yaml on an LM spec, then conf/family/<group>/*.yaml."""
+    """One row per preset: conf/model/*.yaml on an LM spec, then conf/preset/<group>/*.yaml."""
     from seqbench.run import instantiate
 
     rows = []
@@ -100,8 +100,8 @@ def preset_rows(conf: Path, vocab: int, family_groups: list[str]) -> list[dict]:
                          f"lm, vocab {vocab:,}"))
     specs: dict[str, TaskSpec] = {}
     for group in family_groups:
-        for path in sorted((conf / "family" / group).glob("*.yaml")):
-            cfg = _compose([f"+family={group}/{path.stem}", "logger=csv", *GROUP_DATA.get(group, [])])
+        for path in sorted((conf / "preset" / group).glob("*.yaml")):
+            cfg = _compose([f"preset={group}/{path.stem}", "logger=csv", *GROUP_DATA.get(group, [])])
             key = str(cfg.data)
             try:
                 if key not in specs:
@@ -110,11 +110,11 @@ def preset_rows(conf: Path, vocab: int, family_groups: list[str]) -> list[dict]:
                     datamodule.setup("fit")
                     specs[key] = datamodule.spec
             except (UserError, OSError) as exc:
-                rows.append({"preset": f"family={group}/{path.stem}", "data": "-", "error": str(exc)})
+                rows.append({"preset": f"preset={group}/{path.stem}", "data": "-", "error": str(exc)})
                 continue
             spec = specs[key]
             data = f"{spec.task}, vocab {spec.vocab_size:,}" if spec.vocab_size else f"{spec.task}, {spec.input_dim} features"
-            rows.append(_row(f"family={group}/{path.stem}",
+            rows.append(_row(f"preset={group}/{path.stem}",
                              lambda cfg=cfg, spec=spec: instantiate(cfg.model, "model", spec=spec), data))
     return rows
 
@@ -149,10 +149,10 @@ def main(argv: list[str] | None = None) -> str:
     parser = argparse.ArgumentParser(prog="python -m seqbench.analysis.model_size", description=__doc__.split("\n\n")[0])
     parser.add_argument("--vocab", type=int, default=10_000, help="vocabulary of the LM spec for conf/model presets")
     parser.add_argument("--families", nargs="*", default=None,
-                        help="conf/family groups to include (default: all; give none to leave them out)")
+                        help="conf/preset groups to include (default: all; give none to leave them out)")
     args = parser.parse_args(argv)
     conf = PROJECT_ROOT / "conf"
-    groups = args.families if args.families is not None else sorted(p.name for p in (conf / "family").iterdir() if p.is_dir())
+    groups = args.families if args.families is not None else sorted(p.name for p in (conf / "preset").iterdir() if p.is_dir())
     text = markdown(preset_rows(conf, args.vocab, groups))
     print(text)
     return text

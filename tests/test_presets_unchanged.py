@@ -1,0 +1,88 @@
+"""The move of the presets from `+family=<corpus>/<name>` (conf/family/, appended after the defaults
+list, with debug limits re-applied by hand) to `preset=<corpus>/<name>` (conf/preset/, in the defaults
+list before `experiment` and `debug`) changes no value a run uses.
+
+tests/fixtures/presets_before_issue34.json holds every old preset's resolved config, composed on main
+before the move as `+family=<name> logger=csv` (and with `debug=fast`) through the same `compose_cfg`,
+the probe presets under `experiment=long_range` and the pretraining ones under `experiment=pretraining
+pretrained.bert=x pretrained.gpt=x`, the experiments that give them their data. Paths were written as
+<root>, <data_dir> and <output_dir>; nothing else is excluded: the run name and tags say the family, the
+corpus and the preset's name, which the move keeps.
+
+A preset now comes before `experiment` in the defaults list (it came after), so inside a sweep the
+experiment's values would win where both set a key. tests/fixtures/sweep_presets_before_issue34.json
+holds every job of every experiment that sweeps presets, recorded the same way on main before the move
+(`experiment=X +family=<each preset of its list>`, the other sweep axes at their first value): each
+resolves as it did.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+from conftest import CONF, FIXTURES, ROOT, compose_cfg
+from omegaconf import OmegaConf
+
+BEFORE = json.loads((FIXTURES / "presets_before_issue34.json").read_text())
+SWEEP_JOBS = json.loads((FIXTURES / "sweep_presets_before_issue34.json").read_text())
+CONTEXT = {"probe": ["experiment=long_range"],
+           "pretraining": ["experiment=pretraining", "pretrained.bert=x", "pretrained.gpt=x"]}
+
+
+def resolved(cfg, places: dict[str, str]) -> dict:
+    """Every key of `cfg` but Hydra's, flattened (`model.optimizer.lr`) and resolved, with the paths of
+    this checkout written as their `places` names."""
+    plain = OmegaConf.to_container(cfg, resolve=True)
+    plain.pop("hydra")
+
+    def flat(node, prefix=""):
+        for k, v in node.items():
+            if isinstance(v, dict) and v:
+                yield from flat(v, f"{prefix}{k}.")
+            else:
+                yield f"{prefix}{k}", v
+
+    text = json.dumps(dict(flat(plain)), sort_keys=True)
+    for path, name in sorted(places.items(), key=lambda kv: -len(kv[0])):
+        text = text.replace(path, name)
+    return json.loads(text)
+
+
+def test_the_fixture_covers_every_preset():
+    now = {p.relative_to(CONF / "preset").with_suffix("").as_posix() for p in (CONF / "preset").rglob("*.yaml")}
+    recorded = {key.split()[0].removeprefix("preset=") for key in BEFORE}
+    assert now == recorded
+
+
+def assert_resolves_as_before(args: list[str], before: dict, tmp_path) -> None:
+    now = resolved(compose_cfg(args, tmp_path), {str(tmp_path): "<output_dir>", str(ROOT): "<root>",
+                                                 os.environ["SEQBENCH_DATA_DIR"]: "<data_dir>"})
+    changed = {k: (before.get(k), now.get(k)) for k in before.keys() | now.keys() if before.get(k) != now.get(k)}
+    assert not changed, changed
+
+
+@pytest.mark.parametrize("key", sorted(BEFORE))
+def test_a_preset_resolves_as_it_did_under_family(key, tmp_path):
+    preset, *debug = key.split()
+    name = preset.removeprefix("preset=")
+    assert_resolves_as_before([*CONTEXT.get(name.split("/")[0], []), preset, "logger=csv", *debug], BEFORE[key], tmp_path)
+
+
+def _sweeps_presets(experiment: str) -> bool:
+    """Whether an experiment's sweep axes, its own or those of an experiment it includes, hold `preset`."""
+    node = OmegaConf.load(CONF / "experiment" / f"{experiment}.yaml")
+    if "preset" in (OmegaConf.select(node, "hydra.sweeper.params") or {}):
+        return True
+    return any(isinstance(d, str) and d != "_self_" and _sweeps_presets(d) for d in node.get("defaults", []))
+
+
+def test_the_sweep_fixture_covers_every_sweep_over_presets():
+    swept = {p.stem for p in (CONF / "experiment").glob("*.yaml") if _sweeps_presets(p.stem)}
+    assert swept == {key.split()[0].removeprefix("experiment=") for key in SWEEP_JOBS}
+
+
+@pytest.mark.parametrize("job", sorted(SWEEP_JOBS))
+def test_a_sweep_job_resolves_as_it_did_under_family(job, tmp_path):
+    assert_resolves_as_before(job.split(), SWEEP_JOBS[job], tmp_path)

@@ -20,18 +20,18 @@ SPEC = TaskSpec("translation", src_vocab_size=30, tgt_vocab_size=20, pad_id=0, b
 def test_label_smoothing_is_one_sweep_value_over_the_families_sweep(tmp_path):
     families = compose_cfg(["experiment=multi30k_families"], tmp_path).hydra.sweeper.params
     params = compose_cfg(["experiment=multi30k_label_smoothing"], tmp_path).hydra.sweeper.params
-    assert params["+family"] == families["+family"] and params["trainer.max_epochs"] == families["trainer.max_epochs"]
+    assert params["preset"] == families["preset"] and params["trainer.max_epochs"] == families["trainer.max_epochs"]
     assert str(params["model.label_smoothing"]) == "0.1" and len(str(params.seed).split(",")) >= 2
-    for preset in params["+family"].split(","):
+    for preset in params["preset"].split(","):
         # the sweep's value is a command-line override: it wins over every preset, 0.1 or none
         for value in (0.0, 0.1):
-            cfg = compose_cfg([f"+family={preset}", f"model.label_smoothing={value}"], tmp_path)
+            cfg = compose_cfg([f"preset={preset}", f"model.label_smoothing={value}"], tmp_path)
             assert cfg.model.label_smoothing == value, preset
 
 
 @pytest.mark.parametrize("smoothing", [0.0, 0.1])
 def test_a_recurrent_translator_trains_on_the_smoothed_loss(smoothing, tmp_path):
-    cfg = compose_cfg(["+family=multi30k/bahdanau", f"model.label_smoothing={smoothing}", "model.hidden_size=16",
+    cfg = compose_cfg(["preset=multi30k/bahdanau", f"model.label_smoothing={smoothing}", "model.hidden_size=16",
                        "model.embedding_size=16", "model.attention_size=16"], tmp_path)
     model = instantiate(cfg.model, "model", spec=SPEC)
     assert model.label_smoothing == smoothing
@@ -50,7 +50,7 @@ def test_a_recurrent_translator_trains_on_the_smoothed_loss(smoothing, tmp_path)
 def test_the_probes_search_one_grid_for_every_family(tmp_path):
     cfg = compose_cfg(["experiment=long_range_lr"], tmp_path)
     params = cfg.hydra.sweeper.params
-    assert params["+family"].split(",") == [f"probe/{f}" for f in compared()]
+    assert params["preset"].split(",") == [f"probe/{f}" for f in compared()]
     scales = [float(s) for s in str(params["tune.lr_scale"]).split(",")]
     assert len(scales) >= 3 and min(scales) < 1 < max(scales)
     assert cfg.trainer.max_steps == compose_cfg(["experiment=long_range"], tmp_path).trainer.max_steps

@@ -19,7 +19,7 @@ CORPORA = {"tune_frontier": ("shakespeare", "seqbench.data.shakespeare.Shakespea
 
 def _compose(experiment, family, tmp_path, *extra):
     corpus = CORPORA[experiment][0]
-    return compose_cfg([f"experiment={experiment}", f"+family=frontier/{corpus}/{family}", "logger=csv", *extra],
+    return compose_cfg([f"experiment={experiment}", f"preset=frontier/{corpus}/{family}", "logger=csv", *extra],
                        tmp_path)
 
 
@@ -27,7 +27,7 @@ def _compose(experiment, family, tmp_path, *extra):
 def test_every_family_gets_the_same_grid(experiment, tmp_path):
     params = compose_cfg([f"experiment={experiment}"], tmp_path).hydra.sweeper.params
     corpus = CORPORA[experiment][0]
-    assert params["+family"].split(",") == [f"frontier/{corpus}/{f}" for f in compared()]
+    assert params["preset"].split(",") == [f"frontier/{corpus}/{f}" for f in compared()]
     grid = {k: str(v).split(",") for k, v in params.items() if k.startswith("tune.")}
     # learning rate and tokens per step, both searched, the same trials for every family
     assert set(grid) == {"tune.lr_scale", "tune.tokens_per_step"} and all(len(v) >= 3 for v in grid.values())

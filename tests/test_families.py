@@ -19,6 +19,7 @@ from conftest import CONF, compose_cfg, run_cli
 from seqbench.analysis.matrix import families, markdown, pairs
 from seqbench.data.spec import TaskSpec
 from seqbench.families import FAMILIES, Family, compared, family_of, order, presets, registered
+from seqbench.models.parallel_recurrent import ParallelRecurrentModel
 from seqbench.models.recurrent import RecurrentModel
 
 CORPORA = {"ptb": 10_000, "shakespeare": 65}
@@ -34,10 +35,11 @@ def test_presets_match_parameters_without_embeddings_within_one_percent(corpus, 
         recipes[family] = (cfg.model.optimizer._target_.rsplit(".", 1)[-1], model.lm_batching)
     mean = sum(counts.values()) / len(counts)
     assert all(abs(n - mean) / mean < 0.01 for n in counts.values()), counts
-    for family, (optimizer, batching) in recipes.items():  # recurrent nets: BPTT streams; attention: AdamW windows
-        recurrent = FAMILIES[family].cls is RecurrentModel
+    # recurrent nets, classic and parallel: BPTT streams; attention: windows; all but the classic RNNs: AdamW
+    for family, (optimizer, batching) in recipes.items():
+        recurrent = issubclass(FAMILIES[family].cls, (RecurrentModel, ParallelRecurrentModel))
         assert batching == ("stream" if recurrent else "windows"), (family, batching)
-        assert recurrent or optimizer == "AdamW", (family, optimizer)
+        assert FAMILIES[family].cls is RecurrentModel or optimizer == "AdamW", (family, optimizer)
 
 
 # experiment -> (preset folder, variant presets after their family): every sweep over the compared families

@@ -68,7 +68,8 @@ def test_a_bidirectional_encoder_reads_a_padded_row_as_the_row_alone(family):
     """Both directions: padding after a row's end changes none of its states and not its summary."""
     model = model_for(family, "tagging", bidirectional=True)
     row = torch.randint(1, V, (1, 6))
-    padded = torch.cat([torch.cat([row, torch.zeros(1, 4, dtype=torch.long)], 1), torch.randint(1, V, (1, 10))])
+    row_padded = torch.cat([row, torch.zeros(1, 4, dtype=torch.long)], 1)
+    padded = torch.cat([row_padded, torch.randint(1, V, (1, 10))])
     lengths = torch.tensor([6, 10])
     with torch.no_grad():
         alone, _ = model.encoder(row)

@@ -59,22 +59,26 @@ class ParallelRecurrentModel(SeqModel):
         pooling: Literal["last", "mean", "max"] = "last",
     ) -> None:
         super().__init__(spec, optimizer, scheduler, scheduler_interval, scheduler_monitor)
-        self.save_hyperparameters(ignore=["spec", "optimizer", "scheduler"], logger=False)  # run.py logs the config once
+        # run.py logs the config once
+        self.save_hyperparameters(ignore=["spec", "optimizer", "scheduler"], logger=False)
         self.pooling = pooling
         self._state: dict[str, object] = {}
-        options = {"d_state": d_state, "expand": expand, "d_conv": d_conv, "selective": selective, "scan": scan}
+        options = {"d_state": d_state, "expand": expand, "d_conv": d_conv, "selective": selective,
+                   "scan": scan}
         if layer != "ssm" and not selective:
-            raise ConfigError("model.selective=false builds the time-invariant SSM control; it means nothing for "
-                              f"model.layer={layer}: set model=ssm.")
+            raise ConfigError("model.selective=false builds the time-invariant SSM control; it means "
+                              f"nothing for model.layer={layer}: set model=ssm.")
         if spec.task == "lm":
             if bidirectional:
-                raise ConfigError("model.bidirectional=true cannot model language left to right: the right-to-left "
-                                  "stack sees the token it must predict; use it for classification or tagging.")
-            self.net = ParallelLM(spec.vocab_size, layer, d_model, num_layers, dropout, tie_weights, **options)
+                raise ConfigError("model.bidirectional=true cannot model language left to right: the "
+                                  "right-to-left stack sees the token it must predict; use it for "
+                                  "classification or tagging.")
+            self.net = ParallelLM(spec.vocab_size, layer, d_model, num_layers, dropout, tie_weights,
+                                  **options)
             return
         if spec.task == "image" and spec.input_dim is None:
-            raise ConfigError("a parallel recurrent model reads images as sequences: set data.as_sequence=rows, "
-                              "pixels or permuted_pixels.")
+            raise ConfigError("a parallel recurrent model reads images as sequences: set "
+                              "data.as_sequence=rows, pixels or permuted_pixels.")
         self.encoder = ParallelEncoder(layer, d_model, num_layers, dropout, bidirectional, spec.vocab_size,
                                        spec.input_dim, spec.pad_id, **options)
         self.head = nn.Linear(self.encoder.output_size, 1 if spec.task == "regression" else spec.num_classes)
@@ -85,8 +89,8 @@ class ParallelRecurrentModel(SeqModel):
 
     def classify_image(self, batch: dict) -> torch.Tensor:
         if "input" not in batch:
-            raise ConfigError("a parallel recurrent model reads images as sequences: set data.as_sequence=rows, "
-                              "pixels or permuted_pixels.")
+            raise ConfigError("a parallel recurrent model reads images as sequences: set "
+                              "data.as_sequence=rows, pixels or permuted_pixels.")
         return self.classify(batch)
 
     def regress(self, batch: dict) -> torch.Tensor:
@@ -118,8 +122,8 @@ class ParallelRecurrentModel(SeqModel):
         if self.spec.task != "lm":
             return None
         h = self.hparams
-        return parallel_recurrent_train_flops(h.layer, h.d_model, h.num_layers, self.spec.vocab_size, h.d_state,
-                                              h.expand, h.d_conv)
+        return parallel_recurrent_train_flops(h.layer, h.d_model, h.num_layers, self.spec.vocab_size,
+                                              h.d_state, h.expand, h.d_conv)
 
     @torch.no_grad()
     def generate(self, prompt: torch.Tensor, max_new_tokens: int, temperature: float = 1.0,

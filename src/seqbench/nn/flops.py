@@ -65,8 +65,9 @@ def train_flops(forward_flops_per_token: float) -> float:
     return TRAIN_MULTIPLIER * forward_flops_per_token
 
 
-def parallel_recurrent_train_flops(layer: str, d_model: int, num_layers: int, vocab_size: int, d_state: int = 16,
-                                   expand: int = 2, d_conv: int = 4, dt_rank: int | None = None) -> int:
+def parallel_recurrent_train_flops(layer: str, d_model: int, num_layers: int, vocab_size: int,
+                                   d_state: int = 16, expand: int = 2, d_conv: int = 4,
+                                   dt_rank: int | None = None) -> int:
     """Training FLOPs per token of a minGRU / minLSTM / selective-SSM language model (the header's terms).
     `dt_rank` None: Mamba's ceil(d / 16), as `seqbench.nn.ssm.SelectiveSSM` sets it."""
     d = d_model

@@ -134,7 +134,8 @@ class ParallelEncoder(nn.Module):
                       else nn.Linear(input_dim, d_model))
         self.dropout = nn.Dropout(dropout)
         self.forward_stack = ParallelStack(layer, d_model, num_layers, **layer_options)
-        self.backward_stack = ParallelStack(layer, d_model, num_layers, **layer_options) if bidirectional else None
+        self.backward_stack = (ParallelStack(layer, d_model, num_layers, **layer_options) if bidirectional
+                               else None)
         self.output_size = d_model * (2 if bidirectional else 1)
 
     def forward(self, x: Tensor, lengths: Tensor | None = None) -> tuple[Tensor, Tensor]:
@@ -156,5 +157,6 @@ class ParallelEncoder(nn.Module):
         if pooling != "last":
             return masked_pool(states, lengths, pooling)
         d = self.forward_stack.norm.normalized_shape[0]
-        last = states[torch.arange(states.size(0), device=states.device), lengths.to(states.device) - 1]  # (B, D)
+        rows = torch.arange(states.size(0), device=states.device)
+        last = states[rows, lengths.to(states.device) - 1]  # (B, D)
         return last if self.backward_stack is None else torch.cat([last[:, :d], states[:, 0, d:]], dim=-1)

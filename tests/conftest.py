@@ -25,7 +25,7 @@ import torch
 from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
 from hydra.core.hydra_config import HydraConfig
-from omegaconf import DictConfig, open_dict
+from omegaconf import DictConfig, OmegaConf, open_dict
 
 ROOT = Path(__file__).resolve().parents[1]
 CONF = ROOT / "conf"
@@ -63,6 +63,16 @@ def compose_cfg(overrides: list[str], output_dir: Path, config_name: str = "trai
         return cfg
     choices = {k: v for k, v in cfg.hydra.runtime.choices.items() if isinstance(v, str)}
     return finalize(cfg, overrides, choices, raw)
+
+
+def model_config(name: str) -> DictConfig:
+    """conf/model/<name>.yaml merged over the model yamls it inherits (`gru` over `lstm`, `ssm` over
+    `mingru`): enough to read its target and selector keys without composing a run."""
+    cfg = OmegaConf.load(CONF / "model" / f"{name}.yaml")
+    parents = [d for d in cfg.get("defaults", [])
+               if isinstance(d, str) and (CONF / "model" / f"{d}.yaml").is_file()]
+    own = OmegaConf.create({k: v for k, v in cfg.items() if k != "defaults"})
+    return OmegaConf.merge(*[model_config(p) for p in parents], own)
 
 
 TINY = [

@@ -19,8 +19,11 @@ from omegaconf import OmegaConf
 
 from conftest import TINY
 from seqbench.analysis import context_usage as cu
+from seqbench.families import FAMILIES
 from seqbench.run import build
 
+# the compared families that carry a state across windows (the classic RNNs, the parallel recurrences)
+STATEFUL = [name for name, family in FAMILIES.items() if family.compared and family.cls.lm_batching == "stream"]
 TINY_GPT = [*TINY, "model=gpt", "model.n_layer=1", "model.n_head=2", "model.d_model=16"]
 
 
@@ -41,9 +44,11 @@ def corpus(tmp_path):
             f"data.test_file={files['test']}", "data.level=char", "data.eval_batch_size=1"]
 
 
-def test_a_recurrent_model_with_the_whole_split_before_each_target_scores_the_ordinary_test_loss(corpus, cfg_factory):
+@pytest.mark.parametrize("family", STATEFUL)
+def test_a_recurrent_model_with_the_whole_split_before_each_target_scores_the_ordinary_test_loss(family, corpus,
+                                                                                                 cfg_factory):
     torch.manual_seed(0)
-    dm, model = build(cfg_factory(["model=lstm", *corpus]))
+    dm, model = build(cfg_factory([*TINY, f"model={family}", *FAMILIES[family].tiny, *corpus], tiny=False))
     model.eval()
     stream = dm.streams["test"]
     everything = torch.arange(1, stream.numel())  # every target of the split

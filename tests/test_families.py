@@ -15,10 +15,11 @@ import pytest
 from hydra.core.config_store import ConfigStore
 from omegaconf import OmegaConf
 
-from conftest import CONF, compose_cfg, run_cli
+from conftest import CONF, compose_cfg, model_config, run_cli
 from seqbench.analysis.matrix import families, markdown, pairs
 from seqbench.data.spec import TaskSpec
 from seqbench.families import FAMILIES, Family, compared, family_of, order, presets, registered
+from seqbench.models.parallel_recurrent import ParallelRecurrentModel
 from seqbench.models.recurrent import RecurrentModel
 
 CORPORA = {"ptb": 10_000, "shakespeare": 65}
@@ -34,10 +35,11 @@ def test_presets_match_parameters_without_embeddings_within_one_percent(corpus, 
         recipes[family] = (cfg.model.optimizer._target_.rsplit(".", 1)[-1], model.lm_batching)
     mean = sum(counts.values()) / len(counts)
     assert all(abs(n - mean) / mean < 0.01 for n in counts.values()), counts
-    for family, (optimizer, batching) in recipes.items():  # recurrent nets: BPTT streams; attention: AdamW windows
-        recurrent = FAMILIES[family].cls is RecurrentModel
+    # recurrent nets, classic and parallel: BPTT streams; attention: windows; all but the classic RNNs: AdamW
+    for family, (optimizer, batching) in recipes.items():
+        recurrent = issubclass(FAMILIES[family].cls, (RecurrentModel, ParallelRecurrentModel))
         assert batching == ("stream" if recurrent else "windows"), (family, batching)
-        assert recurrent or optimizer == "AdamW", (family, optimizer)
+        assert FAMILIES[family].cls is RecurrentModel or optimizer == "AdamW", (family, optimizer)
 
 
 # experiment -> (preset folder, variant presets after their family): every sweep over the compared families
@@ -76,19 +78,11 @@ def test_variant_presets_follow_their_family_and_must_name_one():
         presets("probe", "mystery")
 
 
-def _model_config(name: str):
-    """conf/model/<name>.yaml merged over the model yamls it inherits (enough to read its target)."""
-    cfg = OmegaConf.load(CONF / "model" / f"{name}.yaml")
-    parents = [d for d in cfg.get("defaults", []) if isinstance(d, str) and (CONF / "model" / f"{d}.yaml").is_file()]
-    own = OmegaConf.create({k: v for k, v in cfg.items() if k != "defaults"})
-    return OmegaConf.merge(*[_model_config(p) for p in parents], own)
-
-
 def test_each_family_is_its_model_config_and_each_model_config_a_registered_family():
     for name, fam in FAMILIES.items():  # the entry and conf/model/<name>.yaml agree
-        assert family_of(_model_config(name)) == name and _model_config(name)._target_ == fam.module
+        assert family_of(model_config(name)) == name and model_config(name)._target_ == fam.module
     for path in sorted((CONF / "model").glob("*.yaml")):  # a size preset (gpt_nano) belongs to its family
-        assert family_of(_model_config(path.stem)) in FAMILIES, f"{path.name} is no registered family's config"
+        assert family_of(model_config(path.stem)) in FAMILIES, f"{path.name} is no registered family's config"
 
 
 def test_tables_follow_the_registry_order_and_unknown_names_come_last():

@@ -21,7 +21,7 @@ import functools
 import hydra
 import pytest
 import torch
-from torch.utils.flop_counter import FlopCounterMode
+from torch.utils.flop_counter import FlopCounterMode, conv_flop_count
 
 from conftest import compose_cfg
 from seqbench.data.spec import TaskSpec
@@ -54,11 +54,22 @@ def build(case: str, tmp_path):
     return hydra.utils.instantiate(cfg.model, spec=SPEC)
 
 
+def grouped_conv_backward_flops(grad_out_shape, x_shape, w_shape, _bias, _stride, _padding, _dilation,
+                                transposed, _output_padding, _groups, output_mask, out_shape=None,
+                                **kwargs) -> int:
+    """The backward of a convolution: each gradient asked for (input, weight) costs the forward's count.
+    torch's own formula ignores `groups` for the weight's gradient and counts a depthwise conv's (the
+    SSM's, E groups of one channel) as if every channel met every other: E times too many."""
+    gradients = bool(output_mask[0]) + bool(output_mask[1])
+    return conv_flop_count(x_shape, w_shape, grad_out_shape, transposed) * gradients
+
+
 def counted_flops_per_token(model) -> float:
     x = torch.randint(V, (B, T + 1))
     batch = {"input": x[:, :-1], "target": x[:, 1:], "window": 0}
     model.train()
-    with FlopCounterMode(display=False) as counter:
+    corrected = {torch.ops.aten.convolution_backward: grouped_conv_backward_flops}
+    with FlopCounterMode(display=False, custom_mapping=corrected) as counter:
         nll, n = token_nll(model.lm_logits(batch, "train"), batch["target"])
         (nll / n).backward()
     return counter.get_total_flops() / (B * T)

@@ -13,6 +13,7 @@ from seqbench.analysis.gradient_flow import by_distance, gradient_norms, input_g
 from seqbench.data.synthetic import CopyDataModule
 from seqbench.data.streams import IGNORE_INDEX
 from seqbench.models.gpt import GPTModel
+from seqbench.models.parallel_recurrent import ParallelRecurrentModel
 from seqbench.models.recurrent import RecurrentModel
 from seqbench.models.transformer import TransformerModel
 
@@ -37,6 +38,7 @@ def _models(spec):
         "rnn": RecurrentModel(spec, OPT, cell="rnn", embedding_size=5, hidden_size=7, num_layers=1),
         "transformer": TransformerModel(spec, OPT, n_layer=2, n_head=2, d_model=8, dropout=0.0, tie_weights=False),
         "gpt": GPTModel(spec, OPT, n_layer=2, n_head=2, d_model=8, dropout=0.0),
+        "ssm": ParallelRecurrentModel(spec, OPT, layer="ssm", d_model=8, num_layers=2, d_state=4),
     }
 
 
@@ -46,6 +48,10 @@ def _independent_gradient(name, model, batch):
     if name in ("lstm", "rnn"):
         x = model.encoder.embed(tokens).detach().requires_grad_(True)
         states, _ = model.encoder.rnn(x)
+        emissions = model.head(states)
+    elif name == "ssm":  # the parallel recurrences: the embedding enters the left-to-right stack
+        x = model.encoder.embed(tokens).detach().requires_grad_(True)
+        states, _ = model.encoder.forward_stack(x)
         emissions = model.head(states)
     elif name == "transformer":
         net = model.net

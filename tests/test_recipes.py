@@ -12,7 +12,7 @@ import json
 import pytest
 from omegaconf import OmegaConf
 
-from conftest import CONF, FIXTURES, compose_cfg, run_cli
+from conftest import CONF, FIXTURES, compose_cfg, model_config, run_cli
 from seqbench.analysis.matrix import data_class, pairs
 from seqbench.compose import family_of, recipe_file, recipe_for, task_of
 
@@ -21,10 +21,8 @@ def test_every_matrix_pair_has_a_recipe_file(tmp_path):
     """Each ✓ of the README matrix trains from `model=X data=Y` with a recipe written for its task."""
     missing = []
     for model, data in pairs():
-        cfg = OmegaConf.create({"model": OmegaConf.load(CONF / "model" / f"{model}.yaml"),
+        cfg = OmegaConf.create({"model": model_config(model),  # with what it inherits (gru: lstm's target)
                                 "data": OmegaConf.load(CONF / "data" / f"{data}.yaml")})
-        if "_target_" not in cfg.model:  # a model yaml that inherits (gru, rnn): its cell is in the file
-            cfg.model._target_ = "seqbench.models.recurrent.RecurrentModel"
         name, path = recipe_for(cfg)
         if not path.is_file():
             missing.append(f"{model} x {data}: conf/recipe/{name}.yaml")
@@ -51,10 +49,13 @@ def _recipe_effect(args: list[str], tmp_path) -> dict:
 
 
 def test_every_family_and_task_the_registry_supports_has_a_recorded_recipe():
+    """Families recorded then kept every recipe; a family added since (the parallel recurrences of issue
+    35) has no record, only the file check."""
     recorded = {(k.split()[0], v["recipe"]) for k, v in BEFORE.items()}
+    then = {family for family, _ in recorded}
     for model, data in pairs():
         task = task_of(OmegaConf.load(CONF / "data" / f"{data}.yaml"))
-        assert (model, f"{task}/{model}") in recorded, f"{model} x {data}: no recipe for {task}/{model}"
+        assert model not in then or (model, f"{task}/{model}") in recorded, f"{model} x {data}: no {task}/{model}"
         assert (CONF / "recipe" / f"{recipe_file(f'{task}/{model}')}.yaml").is_file(), (model, task)
 
 

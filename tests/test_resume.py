@@ -12,8 +12,13 @@ import pytest
 import torch
 
 from conftest import ROOT, TINY, TINY_RNN, compose_cfg, run_cli
+from seqbench.families import FAMILIES
 from seqbench.run import train
 
+# the compared families that carry a state across truncated-BPTT windows (the attention families'
+# windows resume in tests/test_attention_lm.py)
+STREAM_FAMILIES = [name for name, family in FAMILIES.items()
+                   if family.compared and family.cls.lm_batching == "stream"]
 RESUME = TINY + TINY_RNN + [
     "trainer.limit_train_batches=null", "data.batch_size=4", "data.bptt=8", "model.dropout=0.3",
     "test=false", "callbacks.step_checkpoint.every_n_train_steps=4", "model/scheduler=warmup_cosine",
@@ -27,18 +32,20 @@ def _weights(ckpt):
 
 
 @pytest.mark.slow
-def test_resume_mid_epoch_reproduces_the_uninterrupted_run_exactly(tmp_path):
-    straight = compose_cfg(RESUME + ["trainer.max_steps=8"], tmp_path / "a")
+@pytest.mark.parametrize("family", STREAM_FAMILIES)
+def test_resume_mid_epoch_reproduces_the_uninterrupted_run_exactly(family, tmp_path):
+    args = [a for a in RESUME if a not in TINY_RNN] + [f"model={family}", *FAMILIES[family].tiny]
+    straight = compose_cfg(args + ["trainer.max_steps=8"], tmp_path / "a")
     train(straight, tmp_path / "a")
     # stops after step 4, mid-epoch. Without the epoch-end checkpoint (which would mark the epoch as
     # finished), last.ckpt is exactly what a run killed after step 4 leaves behind
-    interrupted = compose_cfg(RESUME + ["trainer.max_steps=4", "~callbacks.best_checkpoint"], tmp_path / "b")
+    interrupted = compose_cfg(args + ["trainer.max_steps=4", "~callbacks.best_checkpoint"], tmp_path / "b")
     train(interrupted, tmp_path / "b")
     ckpt = tmp_path / "b" / "checkpoints" / "last.ckpt"
     _, state = _weights(ckpt)
     assert state["global_step"] == 4
     assert next(iter(v for k, v in state.items() if k.endswith("DataModule")))["train_next_window"] == 4
-    resumed = compose_cfg(RESUME + ["trainer.max_steps=8", f"ckpt_path={ckpt}"], tmp_path / "c")
+    resumed = compose_cfg(args + ["trainer.max_steps=8", f"ckpt_path={ckpt}"], tmp_path / "c")
     train(resumed, tmp_path / "c")
     final_a, state_a = _weights(tmp_path / "a" / "checkpoints" / "last.ckpt")
     final_c, state_c = _weights(tmp_path / "c" / "checkpoints" / "last.ckpt")

@@ -27,7 +27,7 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
-from seqbench.nn.flops import attention_forward_flops, recurrent_forward_flops
+from seqbench.nn.flops import attention_forward_flops, parallel_recurrent_train_flops, recurrent_forward_flops
 
 _SMALL_ATTENTION = ("model.n_layer=1", "model.n_head=2", "model.d_model=32")
 
@@ -57,6 +57,8 @@ class Family:
 
 _RECURRENT = "seqbench.models.recurrent.RecurrentModel"
 _TINY_RNN = ("model.hidden_size=16",)
+_PARALLEL = "seqbench.models.parallel_recurrent.ParallelRecurrentModel"
+_TINY_PARALLEL = ("model.d_model=16", "model.d_state=4")
 
 FAMILIES: dict[str, Family] = {f.name: f for f in (
     Family("rnn", _RECURRENT, "C0", base="lstm", selector={"cell": "rnn"}, flops=recurrent_forward_flops,
@@ -65,6 +67,15 @@ FAMILIES: dict[str, Family] = {f.name: f for f in (
            tiny=_TINY_RNN),
     Family("gru", _RECURRENT, "C2", base="lstm", selector={"cell": "gru"}, flops=recurrent_forward_flops,
            compared=True, tiny=_TINY_RNN),
+    # the parallel recurrences (issue 35): recurrent nets, so a task without a recipe of their own takes the
+    # LSTM's (a recurrent encoder's Adam recipes); their LM recipe is lm/mingru (AdamW + warmup-cosine, as
+    # the papers train them, with stream batches)
+    Family("mingru", _PARALLEL, "darkgoldenrod", base="lstm", selector={"layer": "mingru"},
+           flops=parallel_recurrent_train_flops, compared=True, tiny=_TINY_PARALLEL),
+    Family("minlstm", _PARALLEL, "teal", base="mingru", selector={"layer": "minlstm"},
+           flops=parallel_recurrent_train_flops, compared=True, tiny=_TINY_PARALLEL),
+    Family("ssm", _PARALLEL, "navy", base="mingru", selector={"layer": "ssm"},
+           flops=parallel_recurrent_train_flops, compared=True, tiny=_TINY_PARALLEL),
     Family("transformer", "seqbench.models.transformer.TransformerModel", "C3", base="gpt",
            flops=attention_forward_flops, compared=True, tiny=(*_SMALL_ATTENTION, "model.context=32")),
     Family("gpt", "seqbench.models.gpt.GPTModel", "C4", flops=attention_forward_flops, compared=True,

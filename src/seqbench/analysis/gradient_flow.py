@@ -41,13 +41,15 @@ from seqbench.families import colour, compared
 
 def first_layer(model: nn.Module) -> nn.Module:
     """The module whose first argument is the sequence x (B, T, C) that enters the first layer."""
-    for path in ("encoder.rnn", "net.stack", "net.blocks"):  # recurrent, Transformer, GPT
+    # recurrent, parallel recurrent (its left-to-right stack), Transformer, GPT
+    for path in ("encoder.rnn", "encoder.forward_stack", "net.stack", "net.blocks"):
         module = model
         for name in path.split("."):
             module = getattr(module, name, None)
         if isinstance(module, nn.Module):
             return module
-    raise ValueError(f"{type(model).__name__} has none of encoder.rnn, net.stack, net.blocks to probe")
+    raise ValueError(f"{type(model).__name__} has none of encoder.rnn, encoder.forward_stack, net.stack, "
+                     "net.blocks to probe")
 
 
 def position_loss(model: nn.Module, batch: dict, position: int = -1) -> Tensor:

@@ -22,6 +22,13 @@ Recurrent cells (g gates: 1 Elman, 3 GRU, 4 LSTM), per layer and token, forward:
     input-to-hidden 2·g·H·I  +  hidden-to-hidden 2·g·H·H          (I = E for layer 1, H above)
 Attention blocks (d = d_model, f = d_ff), per layer and token, forward:
     QKV 6·d²  +  output projection 2·d²  +  FFN 4·d·f  +  QKᵀ and AV 4·T·d
+Parallel recurrences (d = d_model), per layer and token, forward (`parallel_recurrent_train_flops`):
+    minGRU 2·2·d², minLSTM 2·3·d² (the input projection to the gates; the scan is elementwise)
+    SSM (E = expand·d, N = d_state, R = dt_rank, k = d_conv): in_proj 4·d·E + x_proj 2·E·(R + 2N)
+        + dt_proj 2·R·E + out_proj 2·E·d + the depthwise conv 2·E·k, all 3x for training; and the
+        selective scan's contractions, 8·E·N for training: the readout C·h (2·E·N forward, 2·E·N for
+        C's gradient) and the injection Δu ⊗ B, an outer product (elementwise) whose backward
+        contracts twice (Δu's and B's gradients, 2·E·N each). On this count the scan is not 3x a forward.
 Both, once per token: the output projection to the vocabulary, 2·d·V (d = H for a recurrent LM).
 
 `tests/test_flops.py` checks each family's number against FlopCounterMode on one training step.
@@ -56,3 +63,20 @@ def attention_forward_flops(n_layer: int, d_model: int, d_ff: int, context: int,
 def train_flops(forward_flops_per_token: float) -> float:
     """Forward + backward FLOPs per token from the forward count."""
     return TRAIN_MULTIPLIER * forward_flops_per_token
+
+
+def parallel_recurrent_train_flops(layer: str, d_model: int, num_layers: int, vocab_size: int,
+                                   d_state: int = 16, expand: int = 2, d_conv: int = 4,
+                                   dt_rank: int | None = None) -> int:
+    """Training FLOPs per token of a minGRU / minLSTM / selective-SSM language model (the header's terms).
+    `dt_rank` None: Mamba's ceil(d / 16), as `seqbench.nn.ssm.SelectiveSSM` sets it."""
+    d = d_model
+    if layer in ("mingru", "minlstm"):
+        per_layer, scan = 2 * (2 if layer == "mingru" else 3) * d * d, 0
+    elif layer == "ssm":
+        E, N, R = expand * d, d_state, dt_rank or -(-d // 16)
+        per_layer = 4 * d * E + 2 * E * (R + 2 * N) + 2 * R * E + 2 * E * d + 2 * E * d_conv
+        scan = 8 * E * N
+    else:
+        raise ValueError(f"no FLOPs formula for the layer {layer!r}")
+    return TRAIN_MULTIPLIER * (num_layers * per_layer + 2 * d * vocab_size) + num_layers * scan

@@ -65,7 +65,7 @@ def test_hydras_sweeper_launches_one_job_per_compared_family(tmp_path):
     """The `${families:ptb}` list as Hydra's own sweeper expands it (jobs built, not trained)."""
     out = run_cli(["-m", "experiment=ptb_families", "debug=fast", "logger=csv", "train=false", "test=false"], tmp_path)
     assert out.returncode == 0, out.stderr[-3000:]
-    (sweep,) = (tmp_path / "multiruns").iterdir()
+    (sweep,) = (tmp_path / "debug" / "multiruns").iterdir()  # debug runs live apart: conf/debug/default.yaml
     jobs = [json.loads(line)["overrides"].split()[0] for line in (sweep / "jobs.jsonl").read_text().splitlines()]
     assert jobs == [f"preset=ptb/{f}" for f in compared()]
 

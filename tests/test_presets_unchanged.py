@@ -50,16 +50,26 @@ def resolved(cfg, places: dict[str, str]) -> dict:
     return json.loads(text)
 
 
-def test_the_fixture_covers_every_preset():
+def test_every_recorded_preset_is_still_a_preset():
+    """No preset of the record was lost in the move (presets added since, such as those of families
+    registered later, have no "before" to compare with)."""
     now = {p.relative_to(CONF / "preset").with_suffix("").as_posix() for p in (CONF / "preset").rglob("*.yaml")}
     recorded = {key.split()[0].removeprefix("preset=") for key in BEFORE}
-    assert now == recorded
+    assert recorded <= now, recorded - now
+
+
+# Keys that changes after the record added to the configs, each with the value that keeps the recorded
+# behaviour (issue 36: label smoothing for the recurrent translators, the held-out score of Tiny
+# Shakespeare). A key missing from the record passes only at exactly this value.
+ADDED_SINCE = {"model.label_smoothing": 0.0, "data.heldout_score": False}
 
 
 def assert_resolves_as_before(args: list[str], before: dict, tmp_path) -> None:
     now = resolved(compose_cfg(args, tmp_path), {str(tmp_path): "<output_dir>", str(ROOT): "<root>",
                                                  os.environ["SEQBENCH_DATA_DIR"]: "<data_dir>"})
-    changed = {k: (before.get(k), now.get(k)) for k in before.keys() | now.keys() if before.get(k) != now.get(k)}
+    added = {k for k in now.keys() - before.keys() if k in ADDED_SINCE and now[k] == ADDED_SINCE[k]}
+    changed = {k: (before.get(k), now.get(k)) for k in (before.keys() | now.keys()) - added
+               if before.get(k) != now.get(k)}
     assert not changed, changed
 
 
@@ -78,9 +88,10 @@ def _sweeps_presets(experiment: str) -> bool:
     return any(isinstance(d, str) and d != "_self_" and _sweeps_presets(d) for d in node.get("defaults", []))
 
 
-def test_the_sweep_fixture_covers_every_sweep_over_presets():
+def test_every_recorded_sweep_over_presets_still_sweeps_them():
     swept = {p.stem for p in (CONF / "experiment").glob("*.yaml") if _sweeps_presets(p.stem)}
-    assert swept == {key.split()[0].removeprefix("experiment=") for key in SWEEP_JOBS}
+    recorded = {key.split()[0].removeprefix("experiment=") for key in SWEEP_JOBS}
+    assert recorded <= swept, recorded - swept
 
 
 @pytest.mark.parametrize("job", sorted(SWEEP_JOBS))

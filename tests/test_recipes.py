@@ -115,9 +115,17 @@ def _presets() -> list[str]:
     out += [f"experiment=pretraining preset=pretraining/{f} pretrained.bert=x pretrained.gpt=x"
             for f in ("bilstm", "bert", "gpt", "bert_pretrained", "gpt_reinit")]
     out += [f"experiment={p.stem}" for p in sorted((CONF / "experiment").glob("*.yaml"))
-            if not p.stem.endswith(("families", "images", "long_range", "pretraining"))
-            and not p.stem.startswith("long_range")]  # sweeps: their jobs above
+            if not _sweeps_presets(p)]  # a sweep over presets: its jobs are the presets above
     return out
+
+
+def _sweeps_presets(path) -> bool:
+    """Whether an experiment's sweep axes, its own or an included experiment's, hold `preset`."""
+    node = OmegaConf.load(path)
+    if "preset" in (OmegaConf.select(node, "hydra.sweeper.params") or {}):
+        return True
+    return any(isinstance(d, str) and d != "_self_" and _sweeps_presets(path.parent / f"{d}.yaml")
+               for d in node.get("defaults", []))
 
 
 # The keys a recipe may still fill under a preset: epochs the preset leaves unset. Each is on purpose:

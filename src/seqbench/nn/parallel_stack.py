@@ -18,6 +18,7 @@ them in that direction too, as packing does for the fused RNNs.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Literal
 
 import torch
@@ -27,20 +28,27 @@ from seqbench.nn.min_rnn import MinGRU, MinLSTM
 from seqbench.nn.recurrent_encoder import masked_pool
 from seqbench.nn.ssm import ResidualBlock, SelectiveSSM
 
-LAYERS = ("mingru", "minlstm", "ssm")  # the layer each family stacks (config_check reads the Literal)
-Layer = Literal["mingru", "minlstm", "ssm"]
+def _min_rnn(cls) -> Callable[..., nn.Module]:
+    return lambda d_model, scan=None, **_: cls(d_model, d_model, scan)  # no SSM options: they have no state size
+
+
+# The layer each family stacks, by the model config's `layer` value: the one table of this module's
+# layers (the registry says which family is which layer; config_check reads the Literal below).
+LAYERS: dict[str, Callable[..., nn.Module]] = {
+    "mingru": _min_rnn(MinGRU),
+    "minlstm": _min_rnn(MinLSTM),
+    "ssm": lambda d_model, d_state=16, expand=2, d_conv=4, selective=True, scan=None: SelectiveSSM(
+        d_model, d_state, expand, d_conv, selective=selective, scan=scan),
+}
+Layer = Literal[tuple(LAYERS)]
 
 
 def make_layer(layer: str, d_model: int, d_state: int = 16, expand: int = 2, d_conv: int = 4,
                selective: bool = True, scan: str | None = None) -> nn.Module:
     """One sequence mixer of width d_model: forward(x, state) and step(x_t, state), both -> (y, state)."""
-    if layer == "mingru":
-        return MinGRU(d_model, d_model, scan)
-    if layer == "minlstm":
-        return MinLSTM(d_model, d_model, scan)
-    if layer == "ssm":
-        return SelectiveSSM(d_model, d_state, expand, d_conv, selective=selective, scan=scan)
-    raise ValueError(f"unknown layer {layer!r}; choose one of {', '.join(LAYERS)}")
+    if layer not in LAYERS:
+        raise ValueError(f"unknown layer {layer!r}; choose one of {', '.join(LAYERS)}")
+    return LAYERS[layer](d_model, d_state=d_state, expand=expand, d_conv=d_conv, selective=selective, scan=scan)
 
 
 class ParallelStack(nn.Module):

@@ -3,7 +3,7 @@
 # While editing, the quick tier is: .venv/bin/python -m pytest -m "not slow"
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/setup.sh
+SEQBENCH_EXTRAS=dev,hub bash scripts/setup.sh   # hub: the WikiText-2 download path is tested too
 source scripts/data_env.sh
 # a test whose corpus is missing fails here rather than skipping (tests/conftest.py); set 0 to skip them
 export SEQBENCH_REQUIRE_CORPORA="${SEQBENCH_REQUIRE_CORPORA:-1}"

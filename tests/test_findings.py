@@ -1,0 +1,97 @@
+"""The findings page: committed output equals the generator's, verdicts come from the records, and
+the README block is replaced between its markers only."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+
+from seqbench.families import compared
+from seqbench.findings import family_kind, headline
+from seqbench.findings.page import BEGIN, END, replace_block
+from seqbench.ledger import RECORD, Ledger
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_the_committed_findings_page_and_readme_block_are_the_generators_output():
+    from seqbench.findings.__main__ import render
+
+    for path, text in render(ROOT).items():
+        assert path.read_text() == text, f"{path.relative_to(ROOT)} differs from the ledger: run python -m seqbench.findings"
+
+
+def test_every_number_on_the_findings_page_links_to_a_recorded_file_or_a_config():
+    ledger = Ledger(ROOT)
+    text = (ROOT / "experiments/findings.md").read_text()
+    links = re.findall(r"\[[-+]?[\d.,]+(?:e[-+]\d+)?[x%]?\]\(([^)]+)\)", text)
+    assert len(links) > 50
+    for link in links:
+        path = (ROOT / "experiments" / link).resolve().relative_to(ROOT)
+        assert path.parts[0] == "conf" or ledger.record_of(path)
+
+
+def test_family_kind_reads_the_registry_for_variants_and_benchmark_names():
+    kinds = {f: family_kind(f) for f in compared()}
+    assert set(kinds.values()) == {"attention", "recurrent"}
+    for family, kind in kinds.items():
+        assert family_kind(f"ptb/{family}:dropout=0") == kind  # a benchmark row
+        assert family_kind(f"{family}_variant") == kind          # a probe preset variant (lstm_fb1)
+    assert family_kind("not_a_family") is None
+
+
+REPORT = """# Frontier
+
+| family | runs | valid ppl | test ppl |
+|---|---|---|---|
+| a 0.1M @ 1e+11 | 2 | 1,100.0 ± 110.0 | 1,100.0 ± 110.0 |
+| b 0.1M @ 1e+11 | 1 | 20.0 | 20.0 |
+
+## Compute-efficient frontier
+
+| budget (FLOPs) | gpt | lstm | winner |
+|---|---|---|---|
+| 1.0e+11 | 2.500 (0.1M, n=1) | 2.600 ± 0.010 (0.1M, n=2) | gpt |
+
+Crossover: none.
+"""
+
+
+def test_the_frontier_table_and_the_seed_spread_are_read_from_a_report():
+    (row,) = headline.frontier_table(REPORT)
+    assert row["budget"] == 1e11 and row["winner"] == "gpt"
+    assert row["cells"]["lstm"] == {"mean": 2.6, "sd": 0.01, "n": 2, "size": "0.1M"}
+    assert row["cells"]["gpt"]["sd"] is None
+    spread, where = headline.seed_spread(REPORT)
+    assert spread == pytest.approx(0.1) and where == "a 0.1M @ 1e+11"  # sd(ppl) / ppl, thousands separator read
+
+
+@pytest.fixture
+def frontier_ledger(tmp_path):
+    """The committed frontier records, copied, so that a test can change their provenance."""
+    for path in headline.CORPORA.values():
+        folder = Path(path).parent
+        shutil.copytree(ROOT / folder, tmp_path / folder)
+    return tmp_path
+
+
+def test_before_equal_tuning_is_read_from_the_records_commands(frontier_ledger):
+    assert "before equal tuning" in headline.claim(Ledger(frontier_ledger)).verdict
+    for path in headline.CORPORA.values():
+        record = frontier_ledger / Path(path).parent / RECORD
+        doc = json.loads(record.read_text())
+        for entry in doc["records"]:
+            entry["command"] = entry["command"].replace("experiment=frontier", "experiment=tune_frontier")
+        record.write_text(json.dumps(doc))
+    assert "before equal tuning" not in headline.claim(Ledger(frontier_ledger)).verdict
+
+
+def test_the_readme_block_is_replaced_between_its_markers_only():
+    text = f"intro\n\n{BEGIN}\nold table\n{END}\n\n## Next\n"
+    assert replace_block(text, f"{BEGIN}\nnew\n{END}") == f"intro\n\n{BEGIN}\nnew\n{END}\n\n## Next\n"
+    with pytest.raises(ValueError, match="markers"):
+        replace_block("no markers here", f"{BEGIN}\n{END}")

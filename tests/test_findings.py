@@ -72,9 +72,9 @@ def test_the_frontier_table_and_the_seed_spread_are_read_from_a_report():
 
 @pytest.fixture
 def frontier_ledger(tmp_path):
-    """The committed frontier records, copied, so that a test can change their provenance."""
-    for path in headline.CORPORA.values():
-        folder = Path(path).parent
+    """The records the headline reads, copied, so that a test can change their provenance."""
+    ledger = Ledger(ROOT)
+    for folder in {ledger.record_of(p).folder for p in [*headline.CORPORA.values(), *headline.GPU_RUNS.values()]}:
         shutil.copytree(ROOT / folder, tmp_path / folder)
     return tmp_path
 

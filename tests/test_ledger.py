@@ -52,6 +52,21 @@ def test_a_number_links_to_the_file_it_was_read_from(tmp_path):
         ledger.number(1.0, "experiments/figures/x/other.csv")
 
 
+def test_a_committed_run_is_its_own_record_when_its_metrics_json_has_hardware_and_date(tmp_path):
+    run = tmp_path / "experiments" / "records" / "run1"
+    run.mkdir(parents=True)
+    metrics = {"overrides": "model=lstm", "date": "2026-11-26T16:00:00+00:00", "hardware": "Intel Xeon, 2 cores",
+               "git_commit": "abc1234", "wall_time_s": 12.4, "test/loss": 4.5}
+    (run / "metrics.json").write_text(json.dumps(metrics))
+    record = Ledger(tmp_path).record_of("experiments/records/run1/metrics.json")
+    assert (record.command, record.hardware, record.wall_time) == ("python src/train.py model=lstm",
+                                                                   "Intel Xeon, 2 cores", "12 s")
+    del metrics["hardware"]  # a run from before the ledger
+    (run / "metrics.json").write_text(json.dumps(metrics))
+    with pytest.raises(LedgerError, match="run1/metrics.json: no hardware recorded"):
+        Ledger(tmp_path)
+
+
 def test_a_record_that_lists_a_missing_file_is_refused(tmp_path):
     _ledger_with(tmp_path, {"files": ["runs.csv", "gone.csv"], "hardware": "2-core CPU", "date": "2026-11-26"})
     with pytest.raises(LedgerError, match="missing files gone.csv"):

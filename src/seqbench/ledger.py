@@ -14,7 +14,9 @@ Each folder of such files holds a `record.json` saying how they were made:
 compared with anything, so a record without them is refused. `command`, `git_commit` and
 `wall_time` say "not recorded" where the run did not keep them (older runs); they are never guessed.
 New results write their record themselves (`write_record`, called by the report and analysis
-writers), with the machine and commit measured by `seqbench.provenance`.
+writers), with the machine and commit measured by `seqbench.provenance`; a training run's
+`metrics.json` carries the same fields (`seqbench.run`), so one committed without a `record.json`
+beside it is its own record.
 """
 
 from __future__ import annotations
@@ -81,6 +83,21 @@ def read_record(path: Path, root: Path) -> list[Record]:
     return out
 
 
+def read_run(path: Path, root: Path) -> Record:
+    """A run's `metrics.json` as its own record (`seqbench.run` writes date, hardware, git_commit,
+    overrides and wall_time_s into it); refused like a record.json without hardware or date."""
+    m = json.loads(path.read_text())
+    for key in REQUIRED:
+        if not m.get(key):
+            raise LedgerError(f"{path.relative_to(root)}: no {key} recorded (a run older than the ledger); a number "
+                              f"without its machine and date cannot be compared, so add a {RECORD} beside it")
+    wall = m.get("wall_time_s")
+    return Record(path.parent.relative_to(root), (path.name,), m["hardware"], m["date"],
+                  command=f"python src/train.py {m.get('overrides', '')}".strip(),
+                  git_commit=m.get("git_commit") or NOT_RECORDED,
+                  wall_time=f"{wall:.0f} s" if wall is not None else NOT_RECORDED)
+
+
 @dataclass(frozen=True)
 class Number:
     """A value and the file it was read from; printed, it is a link to that file."""
@@ -100,6 +117,9 @@ class Ledger:
         self.root = Path(root)
         self.records = [r for p in sorted((self.root / "experiments").glob(f"**/{RECORD}"))
                         for r in read_record(p, self.root)]
+        covered = {p for r in self.records for p in r.paths}
+        self.records += [read_run(p, self.root) for p in sorted((self.root / "experiments").glob("**/metrics.json"))
+                         if p.relative_to(self.root) not in covered]
         self._by_path = {p: r for r in self.records for p in r.paths}
 
     def record_of(self, path: str | Path) -> Record:

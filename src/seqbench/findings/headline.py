@@ -22,6 +22,8 @@ CORPORA = {"Tiny Shakespeare": "experiments/figures/frontier-shakespeare/report.
            "PTB": "experiments/figures/frontier-ptb/report.md"}
 FIGURES = [p.replace("report.md", "loss_vs_flops.png") for p in CORPORA.values()]
 TUNED = "experiment=tune_frontier"  # the equal-budget search's experiments (tune_frontier, tune_frontier_ptb)
+GPU_RUNS = {"medium": "experiments/records/2026-11-26-h100/zaremba_medium/metrics.json",
+            "large": "experiments/records/2026-11-26-h100/zaremba_large/metrics.json"}
 CELL = re.compile(r"(?P<mean>[\d.]+)(?: ± (?P<sd>[\d.]+))? \((?P<size>[^,]+), n=(?P<n>\d+)\)")
 
 
@@ -127,11 +129,15 @@ def claim(ledger) -> Claim:
                    f"the largest seed sd of a validation loss is {' and '.join(spreads) or 'not measured'} "
                    f"(from the perplexity's sd): a gap smaller than that between one-seed entries is not a ranking.",
         would_change="The equal-budget search for every family (`experiment=tune_frontier`, `tune_frontier_ptb`: "
-                     "issue 36) with ≥ 3 seeds per cell and a held-out score; the 1e14 tier; the GPU tier "
-                     "(10-100x the compute), where Kaplan et al. place the crossover.",
+                     "issue 36) with ≥ 3 seeds per cell and a held-out score; the 1e14 tier; the GPU tier, "
+                     "toward the compute where Kaplan et al. (2020) place the crossover.",
         number=number, number_label="attention's lead where it leads (nats, recurrent − attention)",
         not_measured=["The GPU tier of the frontier (1e14–1e15 FLOPs): `python src/train.py -m experiment=frontier "
-                      "budget.flops=1e13,1e14,1e15 trainer=gpu` and `python -m seqbench.report` on it.",
+                      "budget.flops=1e13,1e14,1e15 trainer=gpu` and `python -m seqbench.report` on it. The one GPU "
+                      "session trained only Zaremba et al.'s LSTMs on PTB (test perplexity "
+                      + " and ".join(f"{ledger.number(ledger.json(p)['test/ppl'], p, '{:.2f}').md()} ({size})"
+                                     for size, p in GPU_RUNS.items())
+                      + ", stopped by the device budget before their recipes' end), no attention model.",
                       "The tuned frontier (issue 36): `python src/train.py -m experiment=tune_frontier` (and "
                       "`tune_frontier_ptb`), then the report.",
                       "The matched-size comparisons (`ptb-families.md`, `shakespeare-families.md`): their runs' "

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from seqbench.families import compared
-from seqbench.findings import family_kind, headline
+from seqbench.findings import family_kind, headline, long_range, speed
 from seqbench.findings.page import BEGIN, END, replace_block
 from seqbench.ledger import RECORD, Ledger
 
@@ -95,3 +95,60 @@ def test_the_readme_block_is_replaced_between_its_markers_only():
     assert replace_block(text, f"{BEGIN}\nnew\n{END}") == f"intro\n\n{BEGIN}\nnew\n{END}\n\n## Next\n"
     with pytest.raises(ValueError, match="markers"):
         replace_block("no markers here", f"{BEGIN}\n{END}")
+
+
+def _bench_ledger(root: Path, ratios: dict[str, list[float]]) -> Ledger:
+    """The speed claim's records with made-up throughputs: per device, attention / recurrent at T = 64, 512, 4096."""
+    shutil.copytree(ROOT / "experiments/figures/parallel-recurrences", root / "experiments/figures/parallel-recurrences")
+    attention = next(f for f in compared() if family_kind(f) == "attention")
+    recurrent = next(f for f in compared() if family_kind(f) == "recurrent")
+    for (device, path), device_ratios in zip(speed.BENCHES.items(), ratios.values()):
+        rows = ["family,batch,length,status,tokens_per_s,params_non_embedding"]
+        for t, ratio in zip((64, 512, 4096), device_ratios):
+            rows += [f"ptb/{recurrent},8,{t},ok,1000,5000", f"ptb/{attention},8,{t},ok,{1000 * ratio},5000"]
+        target = root / path
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text("\n".join(rows) + "\n")
+        (target.parent / RECORD).write_text(json.dumps({"records": [
+            {"files": [target.name], "hardware": device, "date": "2026-11-26"}]}))
+    return Ledger(root)
+
+
+@pytest.mark.parametrize("ratios, verdict", [
+    ({"cpu": [3.0, 3.5, 4.0], "gpu": [3.0, 6.0, 9.0]}, "holds"),
+    # ahead at short T on the CPU, behind at long T: not parallelism; the GPU's grows with T
+    ({"cpu": [1.6, 1.0, 0.5], "gpu": [1.0, 3.0, 6.0]}, f"holds only on {list(speed.BENCHES)[1]} at T ≥ 512"),
+    ({"cpu": [1.0, 1.0, 0.9], "gpu": [1.0, 1.05, 1.1]}, "does not hold here"),  # grows, within the noise
+])
+def test_the_speed_verdict_needs_a_ratio_beyond_the_noise_that_grows_with_t(tmp_path, ratios, verdict):
+    assert speed.claim(_bench_ledger(tmp_path, ratios)).verdict == verdict
+
+
+def _probe_ledger(root: Path, solved: dict[str, dict[str, list[bool]]]) -> Ledger:
+    """The probes' records made up: per probe, per kind, whether each of two seeds solved T = 50, 100."""
+    kinds = {family_kind(f): f for f in compared()}
+    fields = "family,T,status,solved,test_acc,test_mse,params,cap,seed"
+    for (probe, path), by_kind in zip(long_range.PROBES.items(), solved.values()):
+        rows = [fields]
+        for kind, seeds_by_t in by_kind.items():
+            for t, seeds in zip((50, 100), seeds_by_t):
+                rows += [f"{kinds[kind]},{t},completed,{s},{1.0 if s else 0.2},,1000,4000,{i}" for i, s in enumerate(seeds)]
+        target = root / path
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text("\n".join(rows) + "\n")
+        (target.parent / RECORD).write_text(json.dumps({"records": [
+            {"files": [target.name], "hardware": "cpu", "date": "2026-11-26"}]}))
+    return Ledger(root)
+
+
+ALL, FIRST, NONE = [[True, True], [True, True]], [[True, True], [True, False]], [[False, False], [False, False]]
+
+
+@pytest.mark.parametrize("solved, verdict", [
+    ([{"attention": ALL, "recurrent": FIRST}] * 3, "holds"),  # one unsolved seed at T = 100 loses that T
+    ([{"attention": ALL, "recurrent": NONE}, {"attention": ALL, "recurrent": ALL}, {"attention": NONE, "recurrent": NONE}],
+     f"holds only on {list(long_range.PROBES)[0]}"),
+    ([{"attention": FIRST, "recurrent": ALL}] * 3, "does not hold here"),
+])
+def test_the_long_range_verdict_compares_the_largest_t_every_seed_solved(tmp_path, solved, verdict):
+    assert long_range.claim(_probe_ledger(tmp_path, dict(zip("abc", solved)))).verdict == verdict

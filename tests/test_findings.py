@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from seqbench.families import compared
-from seqbench.findings import family_kind, headline, long_range, speed
+from seqbench.findings import family_kind, gradients, headline, long_range, speed
 from seqbench.findings.page import BEGIN, END, replace_block
 from seqbench.ledger import RECORD, Ledger
 
@@ -152,3 +152,27 @@ ALL, FIRST, NONE = [[True, True], [True, True]], [[True, True], [True, False]], 
 ])
 def test_the_long_range_verdict_compares_the_largest_t_every_seed_solved(tmp_path, solved, verdict):
     assert long_range.claim(_probe_ledger(tmp_path, dict(zip("abc", solved)))).verdict == verdict
+
+
+def _gradient_ledger(root: Path, relative: list[tuple[float, float]]) -> Ledger:
+    """The gradient records made up: per record, (plain RNN, a gated family) gradient at DISTANCE over distance 0."""
+    gated = next(f for f in compared() if family_kind(f) == "recurrent" and f != gradients.PLAIN)
+    for path, (plain, gate) in zip(gradients.RECORDS.values(), relative):
+        rows = ["family,distance,grad_norm"]
+        for family, value in ((gradients.PLAIN, plain), (gated, gate)):
+            rows += [f"{family},0,1.0", f"{family},{gradients.DISTANCE},{value}"]
+        target = root / path
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text("\n".join(rows) + "\n")
+    (target.parent / RECORD).write_text(json.dumps({"records": [
+        {"files": [Path(p).name for p in gradients.RECORDS.values()], "hardware": "cpu", "date": "2026-11-26"}]}))
+    return Ledger(root)
+
+
+@pytest.mark.parametrize("relative, verdict", [
+    ([(1e-20, 1e-3), (1e-30, 1e-2)], "holds"),
+    ([(1e-20, 1e-12), (1e-30, 1e-2)], f"holds only in {list(gradients.RECORDS)[1]}"),  # gated vanishes too when fresh
+    ([(1e-3, 1e-2), (1e-2, 1e-1)], "does not hold here"),  # the plain RNN keeps its gradient: nothing vanishes
+])
+def test_the_gradient_verdict_needs_the_plain_rnn_to_vanish_and_a_gated_family_not_to(tmp_path, relative, verdict):
+    assert gradients.claim(_gradient_ledger(tmp_path, relative)).verdict.split(" (")[0] == verdict  # less the families

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 from seqbench.analysis import layer_bench
+from seqbench.ledger import RECORD, read_record
 
 
 def tiny_args(*extra: str):
@@ -48,6 +49,8 @@ def test_a_run_writes_the_machine_the_command_and_every_case(tmp_path):
     assert [(r["method"], r["T"], r["status"]) for r in result["results"]] == [("lstm_fused", 16, "ok"),
                                                                                 ("mingru_loop", 16, "ok")]
     assert result["results"][0]["ratio_vs_lstm_fused"] == 1.0 and result["results"][1]["tokens_per_s"] > 0
+    (record,) = read_record(tmp_path / RECORD, tmp_path.parent)  # the ledger: commit and wall time beside it
+    assert record.files == ("layer.json",) and record.command == result["command"] and record.wall_time.endswith(" s")
 
 
 def test_a_method_the_device_cannot_run_is_an_error_row_for_every_length(monkeypatch):

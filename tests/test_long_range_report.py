@@ -7,6 +7,8 @@ import json
 import yaml
 
 from seqbench.analysis.long_range_report import main
+from seqbench.ledger import RECORD, read_record
+from seqbench.provenance import cpu_model
 
 
 def _job(root, num, family, T, acc, loss, status="completed"):
@@ -35,6 +37,9 @@ def test_table_and_plot_from_a_sweep(tmp_path):
     assert "| lstm (1,000) | 0.300 | 2.080 |" in lines  # the loss table
     assert result["png"].stat().st_size > 5000
     assert "Failed jobs" in result["report"].read_text()
+    (record,) = read_record(tmp_path / "out" / RECORD, tmp_path)  # the ledger: how these numbers were made
+    assert record.files == ("long_range.csv", "long_range.md") and str(sweep) in record.command
+    assert cpu_model() in record.hardware
 
 
 def _solve_job(root, num, family, T, seed, mse, steps, cap=1000, status="completed"):

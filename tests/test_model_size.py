@@ -11,6 +11,7 @@ import torch
 from seqbench.analysis.model_size import COMPONENTS, components, main, tied
 from seqbench.data.spec import TaskSpec
 from seqbench.models.gpt import GPTModel
+from seqbench.models.parallel_recurrent import ParallelRecurrentModel
 from seqbench.models.recurrent import RecurrentModel
 from seqbench.models.transformer import TransformerModel
 
@@ -47,6 +48,9 @@ CASES = {
                      {"embeddings": 12 * 4, "recurrent": 2 * rnn(3, 4, 6), "output": 2 * 6 * 12 + 12}),
     "rnn-adding": (lambda: RecurrentModel(ADD, OPT, cell="rnn", hidden_size=5, num_layers=1),
                    {"recurrent": rnn(1, 2, 5), "output": 5 + 1}),  # features go straight in: no embedding
+    # minGRU: one input projection to two gate pre-activations per layer; pre-norm blocks, final norm, tied
+    "mingru-lm": (lambda: ParallelRecurrentModel(LM, OPT, layer="mingru", d_model=8, num_layers=2),
+                  {"embeddings": 50 * 8, "recurrent": 2 * (8 * 2 * 8 + 2 * 8), "norms": 3 * 2 * 8, "output": 50}),
     "transformer-lm": (lambda: TransformerModel(LM, OPT, n_layer=2, n_head=2, d_model=8, context=16),
                        {"embeddings": 50 * 8, **blocks(2, 8, final_norm=False)}),  # sinusoidal; post-norm; tied
     "transformer-adding": (lambda: TransformerModel(ADD, OPT, n_layer=1, n_head=2, d_model=8, norm_first=True),

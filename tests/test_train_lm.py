@@ -6,11 +6,13 @@ import csv
 import json
 import math
 from collections import Counter
+from datetime import datetime
 
 import pytest
 import torch
 
 from seqbench.data.ptb import PTBDataModule
+from seqbench.provenance import cpu_model
 from seqbench.run import build, train
 from conftest import DATA_DIR
 
@@ -41,8 +43,10 @@ def test_run_writes_metrics_json_config_and_checkpoints(cfg_factory, tmp_path):
     assert torch.get_float32_matmul_precision() == "highest", "the run's matmul precision outlived it"
     on_disk = json.loads((tmp_path / "metrics.json").read_text())
     for key in ("val/loss", "val/ppl", "test/loss", "test/ppl", "train/loss", "params", "wall_time_s",
-                "tokens_per_s", "device", "git_commit", "overrides"):
+                "tokens_per_s", "device", "git_commit", "overrides", "date", "hardware"):
         assert key in on_disk, key
+    # the ledger's provenance: the CPU model (not just "x86_64") and a UTC date a page can cite
+    assert cpu_model() in on_disk["hardware"] and datetime.fromisoformat(on_disk["date"]).utcoffset().total_seconds() == 0
     assert on_disk["status"] == "completed" and on_disk["overrides"] == "model=lstm"
     assert math.isclose(on_disk["test/ppl"], math.exp(on_disk["test/loss"]), rel_tol=1e-5)
     assert on_disk["params"] == metrics["params"] > 0

@@ -32,6 +32,7 @@ import json
 import math
 import statistics
 import sys
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -39,7 +40,9 @@ import yaml
 
 from seqbench.frontier import config_label
 from seqbench.frontier import section as frontier_section
+from seqbench.ledger import write_record
 from seqbench.preset_choice import preset_of
+from seqbench.provenance import command_line
 
 CURVE_KEYS = ("val/ppl", "val/loss", "curve/tokens", "curve/train_time_s", "curve/wall_time_s", "train/flops")
 
@@ -375,6 +378,7 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--wandb", default="auto", choices=["auto", "online", "offline", "disabled"],
                         help="post the plots to W&B (auto: only when online)")
     args = parser.parse_args(argv)
+    started = time.time()
     if args.wandb_group:
         runs = read_wandb(args.wandb_group, args.wandb_project, args.wandb_entity)
         out = args.out or Path("outputs") / "reports" / args.wandb_group
@@ -384,6 +388,7 @@ def main(argv: list[str] | None = None) -> dict:
     else:
         parser.error("give multirun directories or --wandb-group")
     result = write_report(runs, out, args.target_ppl, args.title, args.budgets, args.time_budgets)
+    write_record(out, ["report.md", "runs.csv"], command_line("seqbench.report", argv), started)  # the ledger
     print(result["table"])
     if result["frontier"]:
         print("\n" + result["frontier"]["verdict_table"] + "\n\n" + result["frontier"]["table"])

@@ -5,7 +5,7 @@ checked against the constructors' signatures and the model/data pair against the
 supports, then data is prepared, the model built from the data's `TaskSpec`, and only then does
 training start. Every run directory ends with `metrics.json` — the final metrics under their logged
 names plus what is needed to compare runs (params, wall time, tokens/s, device, git commit,
-overrides) — also when the run fails, so a sweep's failed job is visible beside the others.
+overrides, date, hardware) — also when the run fails, so a sweep's failed job is visible beside the others.
 """
 
 from __future__ import annotations
@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import logging
 import math
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -35,18 +34,10 @@ from seqbench.config_check import check_config
 from seqbench.console import log_once, show_config
 from seqbench.dashboard import define_summaries, run_config, wandb_identity, write_summary
 from seqbench.errors import ConfigError, UserError
+from seqbench.provenance import git_commit, hardware, utc_now
 from seqbench.tuning import apply_tokens_per_step, apply_tuning
 
 log = logging.getLogger(__name__)
-
-
-def git_commit(root: Path) -> str | None:
-    try:
-        out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=root, capture_output=True, text=True,
-                             timeout=5)
-        return out.stdout.strip() or None
-    except (OSError, subprocess.SubprocessError):
-        return None
 
 
 def _scalar(value: Any) -> Any:
@@ -105,7 +96,8 @@ def train(cfg: DictConfig, output_dir: Path, choices: dict | None = None, overri
     """Fit, test from the best checkpoint, and write `metrics.json`; returns the metrics."""
     started = time.time()
     commit = git_commit(Path(__file__).resolve().parent)  # at launch: the code that runs, not the HEAD at the end
-    metrics: dict[str, Any] = {"status": "running", "overrides": " ".join(overrides or [])}
+    # the ledger's provenance (seqbench.ledger): when it started and, below, on what machine and code
+    metrics: dict[str, Any] = {"status": "running", "overrides": " ".join(overrides or []), "date": utc_now()}
     metrics_path = output_dir / "metrics.json"
     precision = torch.get_float32_matmul_precision()  # the run's setting is the run's: restored after it
     try:
@@ -174,6 +166,7 @@ def train(cfg: DictConfig, output_dir: Path, choices: dict | None = None, overri
         torch.set_float32_matmul_precision(precision)
         metrics["wall_time_s"] = time.time() - started
         metrics["git_commit"] = commit
+        metrics["hardware"] = hardware()  # the CPU model too: `device` names only what trained
         if _is_rank_zero():
             write_metrics(metrics_path, metrics)
         _finish_wandb()

@@ -44,10 +44,13 @@ class Interval:
 def t_interval(values: list[float], level: float = LEVEL) -> Interval:
     """Mean, sample sd and the two-sided t-interval of the mean over `values` (seeds)."""
     n = len(values)
-    mean = statistics.fmean(values)
-    if n < 2:
+    return interval_of(statistics.fmean(values), statistics.stdev(values) if n > 1 else None, n, level)
+
+
+def interval_of(mean: float, sd: float | None, n: int, level: float = LEVEL) -> Interval:
+    """The same interval from a summary (mean, sample sd, seeds): what a report's "mean ± sd (n=...)" gives."""
+    if n < 2 or sd is None:
         return Interval(mean, None, n, -math.inf, math.inf)
-    sd = statistics.stdev(values)
     half = stats.t.ppf(0.5 + level / 2, n - 1) * sd / math.sqrt(n)
     return Interval(mean, sd, n, mean - half, mean + half)
 

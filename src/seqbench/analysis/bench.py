@@ -47,6 +47,9 @@ from pathlib import Path
 
 import torch
 
+from seqbench.ledger import write_record
+from seqbench.provenance import command_line
+
 # after the compared families' PTB presets: GPT with written-out attention (memory ~T²) and the
 # attention models without dropout (the only case PyTorch's CPU flash kernel accepts)
 ATTENTION_VARIANTS = ("ptb/gpt:reference", "ptb/transformer:dropout=0", "ptb/gpt:dropout=0")
@@ -362,9 +365,12 @@ def main(argv: list[str] | None = None) -> list[dict]:
     device = ("cuda" if torch.cuda.is_available() else "cpu") if args.device == "auto" else args.device
     out = args.out or Path("outputs") / "bench" / f"{device}-{datetime.now():%Y-%m-%d_%H-%M-%S}"
     isolate = device == "cpu" and not args.no_isolate
-    return run(args.families.split(","), _ints(args.lengths), _ints(args.batch_sizes), args.vocab, device,
+    started = time.time()
+    rows = run(args.families.split(","), _ints(args.lengths), _ints(args.batch_sizes), args.vocab, device,
                args.warmup, args.repeats, args.max_step_s, args.max_mem_gb, isolate, args.threads, out,
                args.peak_tflops)
+    write_record(out, ["bench.csv"], command_line("seqbench.bench", argv), started)  # the ledger
+    return rows
 
 
 if __name__ == "__main__":

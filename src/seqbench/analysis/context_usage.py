@@ -51,6 +51,8 @@ import torch.nn.functional as F
 from seqbench.checkpoints import check_checkpoint, load_weights
 from seqbench.entry import register_resolvers, run_command
 from seqbench.errors import UserError
+from seqbench.ledger import write_record
+from seqbench.provenance import command_line
 
 KS = (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000)
 DS = (1, 2, 5, 10, 20, 50, 100, 200)
@@ -381,6 +383,7 @@ def main(argv: list[str] | None = None) -> dict:
     if min(args.ks) < 1 or min(args.ds) < 1 or args.prefix < 1 or args.targets < 1 or args.batch_tokens < 1:
         raise UserError("--ks, --ds, --prefix, --targets and --batch-tokens must be positive.")
 
+    started = time.time()
     register_resolvers()
     datamodules: dict = {}
     lms = [load_lm(run_dir, ckpt, datamodules) for run_dir, ckpt in expand(args.paths)]
@@ -404,6 +407,8 @@ def main(argv: list[str] | None = None) -> dict:
         plot_corpus(corpus, group, args.out / f"context_{corpus}.png", len(positions), args.prefix)
     write_csv(lms, args.out / "context_usage.csv", n_targets)
     (args.out / "context_usage.md").write_text(table(lms, n_targets, args.split, args.prefix))
+    write_record(args.out, ["context_usage.csv", "context_usage.md"],
+                 command_line("seqbench.analysis.context_usage", argv), started)  # the ledger
     print(args.out / "context_usage.md")
     return {lm.name: lm.results for lm in lms}
 

@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import csv
 import sys
+import time
 from pathlib import Path
 
 import torch
@@ -37,6 +38,8 @@ from seqbench.data.streams import IGNORE_INDEX
 from seqbench.entry import run_command
 
 from seqbench.families import colour, compared
+from seqbench.ledger import write_record
+from seqbench.provenance import command_line
 
 
 def first_layer(model: nn.Module) -> nn.Module:
@@ -228,11 +231,13 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--wandb", default="auto", choices=["auto", "online", "offline", "disabled"])
     parser.add_argument("--wandb-project", default="seqbench")
     args = parser.parse_args(argv)
+    started = time.time()
     results = measure(args.families, args.T, args.n, args.seed, args.runs,
                       torch.float32 if args.float32 else torch.float64)
     kind = "trained" if args.runs else "fresh"
     stem = f"gradient_flow_{kind}_T{args.T}"
     paths = write_outputs(results, args.out, f"copy memory, T = {args.T}: {kind} models", stem)
+    write_record(args.out, [paths["csv"].name], command_line("seqbench.analysis.gradient_flow", argv), started)
     for family, rows in results.items():
         picks = [r for r in rows if r[0] in (0, 10, 50, 100, 200, 500, 1000)]
         print(family, "  ".join(f"d={d}: {v:.2e}" for d, v in picks))

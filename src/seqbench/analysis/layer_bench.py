@@ -48,12 +48,14 @@ import statistics
 import subprocess
 import sys
 import time
+from pathlib import Path
 from datetime import datetime, timezone
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
+from seqbench.ledger import write_record
 from seqbench.nn.min_rnn import MinGRU, MinLSTM
 from seqbench.nn.scan import METHODS as SCANS
 from seqbench.nn.ssm import SelectiveSSM
@@ -321,6 +323,7 @@ def main(argv: list[str] | None = None) -> dict:
         run_method(args.method, args)
         return {}
     device = torch.device(args.device)
+    started = time.time()
     result = {**machine(device), "command": "python -m seqbench.analysis.layer_bench " + shlex.join(argv),
               "threads": args.threads, "batch": args.batch, "width": args.width, "bf16": args.bf16,
               "clock": args.clock,
@@ -335,6 +338,8 @@ def main(argv: list[str] | None = None) -> dict:
             with open(args.out, "w") as f:
                 json.dump(result, f, indent=1)
     print("\n" + HEADER + "\n" + table(result["results"]))
+    if args.out:  # the ledger: the JSON names its machine and date; the record adds the commit and wall time
+        write_record(Path(args.out).parent, [Path(args.out).name], result["command"], started)
     return result
 
 

@@ -25,12 +25,15 @@ from __future__ import annotations
 import argparse
 import csv
 import sys
+import time
 from pathlib import Path
 
 import yaml
 
 from seqbench.data.probes import recall_frequency_baseline
 from seqbench.families import colour, order
+from seqbench.ledger import write_record
+from seqbench.provenance import command_line
 from seqbench.report import Run, read_local
 
 
@@ -327,7 +330,11 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--out", type=Path, help="default: <first dir>/long_range")
     parser.add_argument("--title", help="default: names the probes' score (test accuracy or test MSE)")
     args = parser.parse_args(argv)
-    result = write_report(args.dirs, args.out or args.dirs[0] / "long_range", args.title)
+    started = time.time()
+    out = args.out or args.dirs[0] / "long_range"
+    result = write_report(args.dirs, out, args.title)
+    write_record(out, ["long_range.csv", "long_range.md"], command_line("seqbench.analysis.long_range_report", argv),
+                 started)  # the ledger: how these numbers were made
     print(result["table"])
     print(f"\nwrote {result['report']} and {result['png'].name}")
     return result

@@ -10,7 +10,7 @@ module that owns them first, the embedding) and assigned to a component by the m
 
     embeddings   nn.Embedding token tables; the Linear that maps feature vectors in (no vocabulary)
     positions    learned position tables (sinusoidal ones have no parameters)
-    recurrent    nn.RNN / nn.LSTM / nn.GRU and the reference cells
+    recurrent    nn.RNN / nn.LSTM / nn.GRU, the reference cells, the minGRU / minLSTM / selective SSM layers
     attention    multi-head attention: Q, K, V and output projections
     ffn          the position-wise feed-forward networks
     norms        LayerNorm gains and biases
@@ -42,6 +42,8 @@ COMPONENTS = ("embeddings", "positions", "recurrent", "attention", "ffn", "norms
 def _component(path: str, owner: nn.Module, parents: list[nn.Module]) -> str:
     from seqbench.nn.attention import MultiHeadAttention
     from seqbench.nn.cells import ReferenceRNN
+    from seqbench.nn.min_rnn import MinGRU, MinLSTM
+    from seqbench.nn.ssm import SelectiveSSM
     from seqbench.nn.positions import LearnedPositions
     from seqbench.nn.transformer import FeedForward
 
@@ -49,8 +51,8 @@ def _component(path: str, owner: nn.Module, parents: list[nn.Module]) -> str:
         return "positions"
     if isinstance(owner, nn.Embedding):
         return "embeddings"
-    if isinstance(owner, (nn.RNNBase, ReferenceRNN)):
-        return "recurrent"
+    if isinstance(owner, (nn.RNNBase, ReferenceRNN)) or any(isinstance(p, (MinGRU, MinLSTM, SelectiveSSM)) for p in parents):
+        return "recurrent"  # the parallel recurrences' layers (gates, scan, the SSM's conv) are their recurrence
     if any(isinstance(p, MultiHeadAttention) for p in parents):
         return "attention"
     if any(isinstance(p, FeedForward) for p in parents):

@@ -1,0 +1,95 @@
+"""Claim 2: attention keeps long-range dependencies that recurrent networks lose.
+
+Read from the probes trained until solved (`experiment=long_range_copy|adding|recall`, reports in
+`figures/long-range-<probe>/long_range.csv`): per family, the largest gap T that every seed solved
+(with every smaller T), by `seqbench.analysis.long_range_report.frontier`, the same rule the
+probes' page uses. A probe separates the kinds when the best attention family's largest solved T
+is beyond the best recurrent family's; equal means both solved every T either ran, which the
+probes cannot split.
+"""
+
+from __future__ import annotations
+
+from seqbench.analysis.long_range_report import frontier
+from seqbench.findings import DOES_NOT_HOLD, HOLDS, HOLDS_ONLY, Claim, conditions_of, family_kind
+
+PROBES = {"copy memory": "experiments/figures/long-range-copy/long_range.csv",
+          "adding": "experiments/figures/long-range-adding/long_range.csv",
+          "associative recall": "experiments/figures/long-range-recall/long_range.csv"}
+
+
+def read_rows(ledger, path: str) -> list[dict]:
+    """The report's CSV with the types `frontier` reads (T an int, solved a bool or None)."""
+    rows = []
+    for r in ledger.rows(path):
+        solved = {"True": True, "False": False}.get(r["solved"])
+        rows.append({**r, "T": int(r["T"]) if r["T"] else None, "solved": solved})
+    return rows
+
+
+def test_scores(ledger, path: str, rows: list[dict], family: str, t: int | None) -> str:
+    """The test score (accuracy, or MSE for adding) of the family's seeds at T: solving is decided on
+    validation, and a cell can pass there and miss on test."""
+    if not t:
+        return "–"
+    cell = [r for r in rows if r["family"] == family and r["T"] == t]
+    key = "test_acc" if any(r["test_acc"] for r in cell) else "test_mse"
+    values = [float(r[key]) for r in cell if r[key]]
+    lo, hi = ledger.number(min(values), path), ledger.number(max(values), path)
+    return f"{key.split('_')[1]} {lo.md()}" + (f"–{hi.md()}" if hi.text != lo.text else "")
+
+
+def claim(ledger) -> Claim:
+    answer = ["| probe | family | kind | largest T solved by every seed | its test score (min–max over seeds) "
+              "| seeds per cell |", "|---|---|---|---:|---|---|"]
+    ahead, confidence = [], []
+    number = None
+    for probe, path in PROBES.items():
+        rows = read_rows(ledger, path)
+        best = {"attention": (0, None), "recurrent": (0, None)}
+        for family, (largest, _) in frontier(rows).items():
+            kind = family_kind(family)
+            seeds = sorted({sum(1 for r in rows if r["family"] == family and r["T"] == t)
+                            for t in {r["T"] for r in rows if r["family"] == family}})
+            shown = ledger.number(largest, path, "{:,}").md() if largest else "none"
+            answer.append(f"| {probe} | {family} | {kind or '?'} | {shown} | {test_scores(ledger, path, rows, family, largest)} "
+                          f"| {'–'.join(map(str, seeds))} |")
+            if kind and (largest or 0) > best[kind][0]:
+                best[kind] = (largest, family)
+        (a, fa), (r, fr) = best["attention"], best["recurrent"]
+        if a > r:
+            ahead.append(probe)
+            number = number or ledger.number(a, path, "{:,}")
+        link = lambda t, path=path: ledger.number(t, path, "{:,}").md() if t else "none"  # noqa: E731
+        confidence.append(f"{probe}: attention {link(a)} ({fa or '–'}) against recurrent {link(r)} ({fr or '–'})")
+    if len(ahead) == len(PROBES):
+        verdict = HOLDS
+    elif ahead:
+        verdict = f"{HOLDS_ONLY} on {', '.join(ahead)}"
+    else:
+        verdict = DOES_NOT_HOLD
+    every = [(p, r) for p in PROBES.values() for r in ledger.rows(p)]
+    caps = {int(r["cap"]): p for p, r in sorted(every, key=lambda pr: pr[0]) if r.get("cap")}
+    (small_p, small), (large_p, large) = (min(every, key=lambda pr: int(pr[1]["params"])),
+                                          max(every, key=lambda pr: int(pr[1]["params"])))
+    gaps = sorted({int(r["T"]) for _, r in every})
+    rest = [p for p in PROBES if p not in ahead]
+    detail = (f"On {', '.join(rest)} a recurrent family reaches the same largest T as attention (or neither "
+              f"solves any)." if rest and ahead else "")
+    return Claim(
+        key="long-range", claim="Attention keeps long-range dependencies that recurrent networks lose.",
+        verdict=verdict, detail=detail, answer=answer,
+        conditions=["The probe presets (`conf/preset/probe/`, "
+                    f"{ledger.number(int(small['params']), small_p, '{:,}').md()}–"
+                    f"{ledger.number(int(large['params']), large_p, '{:,}').md()} parameters, one learning rate per "
+                    f"family from the pilots), trained until validation solves the probe or the step cap "
+                    f"({', '.join(ledger.number(c, caps[c], '{:,}').md() for c in sorted(caps))} steps); T = {', '.join(map(str, gaps))}."]
+                   + conditions_of(ledger, *PROBES.values()),
+        figures=[p.replace("long_range.csv", "long_range_solve.png") for p in PROBES.values()],
+        confidence="Largest T solved, best family of each kind: " + "; ".join(confidence) + ". One or two seeds "
+                   "per cell (the table); a family counts a T only when every seed solved it, so one seed more "
+                   "can lower a T but not raise it.",
+        would_change="The recurrent families run past their first unsolved T with more steps, the probes' learning "
+                     "rate chosen by the same search for every family (issue 36), and gaps beyond 400 for the "
+                     "families that solved every T run.",
+        number=number, number_label="largest T attention solved where recurrence did not")

@@ -1,0 +1,178 @@
+"""The findings page: committed output equals the generator's, verdicts come from the records, and
+the README block is replaced between its markers only."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+
+from seqbench.families import compared
+from seqbench.findings import family_kind, gradients, headline, long_range, speed
+from seqbench.findings.page import BEGIN, END, replace_block
+from seqbench.ledger import RECORD, Ledger
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_the_committed_findings_page_and_readme_block_are_the_generators_output():
+    from seqbench.findings.__main__ import render
+
+    for path, text in render(ROOT).items():
+        assert path.read_text() == text, f"{path.relative_to(ROOT)} differs from the ledger: run python -m seqbench.findings"
+
+
+def test_every_number_on_the_findings_page_links_to_a_recorded_file_or_a_config():
+    ledger = Ledger(ROOT)
+    text = (ROOT / "experiments/findings.md").read_text()
+    links = re.findall(r"\[[-+]?[\d.,]+(?:e[-+]\d+)?[x%]?\]\(([^)]+)\)", text)
+    assert len(links) > 50
+    for link in links:
+        path = (ROOT / "experiments" / link).resolve().relative_to(ROOT)
+        assert path.parts[0] == "conf" or ledger.record_of(path)
+
+
+def test_family_kind_reads_the_registry_for_variants_and_benchmark_names():
+    kinds = {f: family_kind(f) for f in compared()}
+    assert set(kinds.values()) == {"attention", "recurrent"}
+    for family, kind in kinds.items():
+        assert family_kind(f"ptb/{family}:dropout=0") == kind  # a benchmark row
+        assert family_kind(f"{family}_variant") == kind          # a probe preset variant (lstm_fb1)
+    assert family_kind("not_a_family") is None
+
+
+REPORT = """# Frontier
+
+| family | runs | valid ppl | test ppl |
+|---|---|---|---|
+| a 0.1M @ 1e+11 | 2 | 1,100.0 ± 110.0 | 1,100.0 ± 110.0 |
+| b 0.1M @ 1e+11 | 1 | 20.0 | 20.0 |
+
+## Compute-efficient frontier
+
+| budget (FLOPs) | gpt | lstm | winner |
+|---|---|---|---|
+| 1.0e+11 | 2.500 (0.1M, n=1) | 2.600 ± 0.010 (0.1M, n=2) | gpt |
+
+Crossover: none.
+"""
+
+
+def test_the_frontier_table_and_the_seed_spread_are_read_from_a_report():
+    (row,) = headline.frontier_table(REPORT)
+    assert row["budget"] == 1e11 and row["winner"] == "gpt"
+    assert row["cells"]["lstm"] == {"mean": 2.6, "sd": 0.01, "n": 2, "size": "0.1M"}
+    assert row["cells"]["gpt"]["sd"] is None
+    spread, where = headline.seed_spread(REPORT)
+    assert spread == pytest.approx(0.1) and where == "a 0.1M @ 1e+11"  # sd(ppl) / ppl, thousands separator read
+
+
+@pytest.fixture
+def frontier_ledger(tmp_path):
+    """The records the headline reads, copied, so that a test can change their provenance."""
+    ledger = Ledger(ROOT)
+    for folder in {ledger.record_of(p).folder for p in [*headline.CORPORA.values(), *headline.GPU_RUNS.values()]}:
+        shutil.copytree(ROOT / folder, tmp_path / folder)
+    return tmp_path
+
+
+def test_before_equal_tuning_is_read_from_the_records_commands(frontier_ledger):
+    assert "before equal tuning" in headline.claim(Ledger(frontier_ledger)).verdict
+    for path in headline.CORPORA.values():
+        record = frontier_ledger / Path(path).parent / RECORD
+        doc = json.loads(record.read_text())
+        for entry in doc["records"]:
+            entry["command"] = entry["command"].replace("experiment=frontier", "experiment=tune_frontier")
+        record.write_text(json.dumps(doc))
+    assert "before equal tuning" not in headline.claim(Ledger(frontier_ledger)).verdict
+
+
+def test_the_readme_block_is_replaced_between_its_markers_only():
+    text = f"intro\n\n{BEGIN}\nold table\n{END}\n\n## Next\n"
+    assert replace_block(text, f"{BEGIN}\nnew\n{END}") == f"intro\n\n{BEGIN}\nnew\n{END}\n\n## Next\n"
+    with pytest.raises(ValueError, match="markers"):
+        replace_block("no markers here", f"{BEGIN}\n{END}")
+
+
+def _bench_ledger(root: Path, ratios: dict[str, list[float]]) -> Ledger:
+    """The speed claim's records with made-up throughputs: per device, attention / recurrent at T = 64, 512, 4096."""
+    shutil.copytree(ROOT / "experiments/figures/parallel-recurrences", root / "experiments/figures/parallel-recurrences")
+    attention = next(f for f in compared() if family_kind(f) == "attention")
+    recurrent = next(f for f in compared() if family_kind(f) == "recurrent")
+    for (device, path), device_ratios in zip(speed.BENCHES.items(), ratios.values()):
+        rows = ["family,batch,length,status,tokens_per_s,params_non_embedding"]
+        for t, ratio in zip((64, 512, 4096), device_ratios):
+            rows += [f"ptb/{recurrent},8,{t},ok,1000,5000", f"ptb/{attention},8,{t},ok,{1000 * ratio},5000"]
+        target = root / path
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text("\n".join(rows) + "\n")
+        (target.parent / RECORD).write_text(json.dumps({"records": [
+            {"files": [target.name], "hardware": device, "date": "2026-11-26"}]}))
+    return Ledger(root)
+
+
+@pytest.mark.parametrize("ratios, verdict", [
+    ({"cpu": [3.0, 3.5, 4.0], "gpu": [3.0, 6.0, 9.0]}, "holds"),
+    # ahead at short T on the CPU, behind at long T: not parallelism; the GPU's grows with T
+    ({"cpu": [1.6, 1.0, 0.5], "gpu": [1.0, 3.0, 6.0]}, f"holds only on {list(speed.BENCHES)[1]} at T ≥ 512"),
+    ({"cpu": [1.0, 1.0, 0.9], "gpu": [1.0, 1.05, 1.1]}, "does not hold here"),  # grows, within the noise
+])
+def test_the_speed_verdict_needs_a_ratio_beyond_the_noise_that_grows_with_t(tmp_path, ratios, verdict):
+    assert speed.claim(_bench_ledger(tmp_path, ratios)).verdict == verdict
+
+
+def _probe_ledger(root: Path, solved: dict[str, dict[str, list[bool]]]) -> Ledger:
+    """The probes' records made up: per probe, per kind, whether each of two seeds solved T = 50, 100."""
+    kinds = {family_kind(f): f for f in compared()}
+    fields = "family,T,status,solved,test_acc,test_mse,params,cap,seed"
+    for (probe, path), by_kind in zip(long_range.PROBES.items(), solved.values()):
+        rows = [fields]
+        for kind, seeds_by_t in by_kind.items():
+            for t, seeds in zip((50, 100), seeds_by_t):
+                rows += [f"{kinds[kind]},{t},completed,{s},{1.0 if s else 0.2},,1000,4000,{i}" for i, s in enumerate(seeds)]
+        target = root / path
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text("\n".join(rows) + "\n")
+        (target.parent / RECORD).write_text(json.dumps({"records": [
+            {"files": [target.name], "hardware": "cpu", "date": "2026-11-26"}]}))
+    return Ledger(root)
+
+
+ALL, FIRST, NONE = [[True, True], [True, True]], [[True, True], [True, False]], [[False, False], [False, False]]
+
+
+@pytest.mark.parametrize("solved, verdict", [
+    ([{"attention": ALL, "recurrent": FIRST}] * 3, "holds"),  # one unsolved seed at T = 100 loses that T
+    ([{"attention": ALL, "recurrent": NONE}, {"attention": ALL, "recurrent": ALL}, {"attention": NONE, "recurrent": NONE}],
+     f"holds only on {list(long_range.PROBES)[0]}"),
+    ([{"attention": FIRST, "recurrent": ALL}] * 3, "does not hold here"),
+])
+def test_the_long_range_verdict_compares_the_largest_t_every_seed_solved(tmp_path, solved, verdict):
+    assert long_range.claim(_probe_ledger(tmp_path, dict(zip("abc", solved)))).verdict == verdict
+
+
+def _gradient_ledger(root: Path, relative: list[tuple[float, float]]) -> Ledger:
+    """The gradient records made up: per record, (plain RNN, a gated family) gradient at DISTANCE over distance 0."""
+    gated = next(f for f in compared() if family_kind(f) == "recurrent" and f != gradients.PLAIN)
+    for path, (plain, gate) in zip(gradients.RECORDS.values(), relative):
+        rows = ["family,distance,grad_norm"]
+        for family, value in ((gradients.PLAIN, plain), (gated, gate)):
+            rows += [f"{family},0,1.0", f"{family},{gradients.DISTANCE},{value}"]
+        target = root / path
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text("\n".join(rows) + "\n")
+    (target.parent / RECORD).write_text(json.dumps({"records": [
+        {"files": [Path(p).name for p in gradients.RECORDS.values()], "hardware": "cpu", "date": "2026-11-26"}]}))
+    return Ledger(root)
+
+
+@pytest.mark.parametrize("relative, verdict", [
+    ([(1e-20, 1e-3), (1e-30, 1e-2)], "holds"),
+    ([(1e-20, 1e-12), (1e-30, 1e-2)], f"holds only in {list(gradients.RECORDS)[1]}"),  # gated vanishes too when fresh
+    ([(1e-3, 1e-2), (1e-2, 1e-1)], "does not hold here"),  # the plain RNN keeps its gradient: nothing vanishes
+])
+def test_the_gradient_verdict_needs_the_plain_rnn_to_vanish_and_a_gated_family_not_to(tmp_path, relative, verdict):
+    assert gradients.claim(_gradient_ledger(tmp_path, relative)).verdict.split(" (")[0] == verdict  # less the families

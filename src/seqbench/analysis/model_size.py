@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import time
 from pathlib import Path
 
 from omegaconf.errors import OmegaConfBaseException
@@ -152,11 +153,21 @@ def main(argv: list[str] | None = None) -> str:
     parser.add_argument("--vocab", type=int, default=10_000, help="vocabulary of the LM spec for conf/model presets")
     parser.add_argument("--families", nargs="*", default=None,
                         help="conf/preset groups to include (default: all; give none to leave them out)")
+    parser.add_argument("--out", type=Path, default=None,
+                        help="write the table to this file with its ledger record (record.json beside it)")
     args = parser.parse_args(argv)
+    started = time.time()
     conf = PROJECT_ROOT / "conf"
     groups = args.families if args.families is not None else sorted(p.name for p in (conf / "preset").iterdir() if p.is_dir())
     text = markdown(preset_rows(conf, args.vocab, groups))
-    print(text)
+    if args.out is None:
+        print(text)
+        return text
+    from seqbench.ledger import write_record
+
+    args.out.write_text(text + "\n")
+    write_record(args.out.parent, [args.out.name], "python -m seqbench.analysis.model_size " + " ".join(argv or []),
+                 started, page="experiments/model-size.md")
     return text
 
 

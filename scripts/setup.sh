@@ -2,7 +2,7 @@
 # Create .venv (once) and install seqbench with its extras (SEQBENCH_EXTRAS, default dev: the test tools)
 # from this checkout's pyproject.toml.
 # torch is pinned to 2.13.0: on the CPU machines this project is built on, pip takes the CPU wheel
-# from the local disk; on a GPU machine install the CUDA build of 2.13.0 first (README, "GPU machines").
+# from the local disk; on a GPU machine install the CUDA build of 2.13.0 first (docs/commands.md, "GPU machines").
 set -euo pipefail
 cd "$(dirname "$0")/.."
 python=${PYTHON:-python3}

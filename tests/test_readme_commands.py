@@ -1,6 +1,8 @@
 """The README's commands work as written: a README line that no longer composes fails the suite.
 
-Every `python src/train.py ...` line of the README (code blocks and the results table) is composed as
+"The README" here is README.md and the pages of docs/ it links to (the command catalogue and the
+results table moved there). Every `python src/train.py ...` line of them (code blocks and the
+results table) is composed as
 `src/train.py` composes it — recipe and debug bounds included — and checked as a run checks it
 before any work (options, types, model/data pair, checkpoint path); a sweep (`-m`) is expanded one
 axis at a time, the experiment's own sweep axes included. A handful run end to end with
@@ -24,7 +26,7 @@ from omegaconf import OmegaConf
 from conftest import ROOT, compose_cfg, run_cli
 from seqbench.config_check import check_config
 
-README = (ROOT / "README.md").read_text(encoding="utf-8")
+README = "\n".join(p.read_text(encoding="utf-8") for p in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))])
 PLACEHOLDER = re.compile(r"<[^<>]+>")
 
 

@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from seqbench.analysis.frontier_join import frontier_table, join, main, parse_within, render, render_within
+from seqbench.analysis.frontier_join import frontier_table, join, parse_within, render, render_within, rewrite
 
 ROOT = Path(__file__).resolve().parents[1]
 CLASSIC = ROOT / "experiments/figures/frontier-shakespeare/report.md"
@@ -60,7 +60,10 @@ def test_the_target_check_compares_the_gap_with_its_bound():
     assert "| ssm | 1e+12 | not run | ≤ 0.04 | – |" in text
 
 
-def test_the_parallel_recurrences_page_shows_its_reports_joins():
-    if "<!-- frontier-join" not in PAGE.read_text():
-        pytest.skip("the page has no frontier join yet")
-    assert main([str(PAGE), "--check"]) == 0, "run: python -m seqbench.analysis.frontier_join " + str(PAGE)
+def test_a_marked_block_is_rewritten_and_the_prose_kept(tmp_path):
+    # bug caught: the block's closing marker or the text after it lost (wrong group in the substitution)
+    (tmp_path / "extra.md").write_text(EXTRA)
+    page = ("before\n<!-- frontier-join ref=mingru within=ssm:0.5: extra.md -->\nstale\n<!-- /frontier-join -->\nafter\n")
+    new = rewrite(page, tmp_path)
+    assert new.startswith("before\n<!-- frontier-join") and new.endswith("<!-- /frontier-join -->\nafter\n")
+    assert "stale" not in new and "| ssm | 1e+11 | +0.300 | ≤ 0.5 | yes |" in new

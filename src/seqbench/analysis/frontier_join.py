@@ -1,7 +1,7 @@
 """Several frontier reports' budget tables joined into one, with each family's gap to a reference family.
 
-    python -m seqbench.analysis.frontier_join experiments/parallel-recurrences.md          # rewrite
-    python -m seqbench.analysis.frontier_join experiments/parallel-recurrences.md --check  # differs? exit 1
+    python -m seqbench.pages experiments/parallel-recurrences.md          # rewrite (every marked table)
+    python -m seqbench.pages experiments/parallel-recurrences.md --check  # differs? exit 1
 
 Families added after a frontier sweep (the parallel recurrences of issue 35) run the same sweep with
 the same protocol later; their report and the first one each hold a "Compute-efficient frontier"
@@ -23,9 +23,7 @@ report's cell has one seed, so has the join's: the page must not read a gap as a
 
 from __future__ import annotations
 
-import argparse
 import re
-import sys
 from pathlib import Path
 
 BLOCK = re.compile(r"(<!-- frontier-join ref=(?P<ref>\w+)(?: within=(?P<within>[\w:.,]+))?: (?P<paths>[^>]+?) -->\n)"
@@ -105,36 +103,15 @@ def parse_within(spec: str | None) -> dict[str, float]:
     return {name: float(gap) for name, gap in (item.split(":") for item in spec.split(","))} if spec else {}
 
 
-def rewrite(page: Path) -> str:
-    """The page with every marked join made anew from its reports."""
+def rewrite(text: str, base: Path) -> str:
+    """`text` (a page) with every marked join made anew from its reports, paths relative to `base`."""
     from seqbench.families import order
 
     def fill(match: re.Match) -> str:
-        tables = [frontier_table((page.parent / p).read_text()) for p in match["paths"].split()]
-        joined = join(tables)
-        present = {f for cells in joined.values() for f in cells}
-        body = render(joined, match["ref"], order(present))
+        joined = join([frontier_table((base / p).read_text()) for p in match["paths"].split()])
+        body = render(joined, match["ref"], order({f for cells in joined.values() for f in cells}))
         if within := parse_within(match["within"]):
             body += "\n" + render_within(joined, match["ref"], within)
         return match.group(1) + body + match.group(6)
 
-    return BLOCK.sub(fill, page.read_text())
-
-
-def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("page", type=Path)
-    p.add_argument("--check", action="store_true", help="exit 1 if the page differs from its reports")
-    args = p.parse_args(argv)
-    new = rewrite(args.page)
-    if args.check:
-        if new != args.page.read_text():
-            print(f"{args.page}: its frontier-join tables differ from their reports; run without --check", file=sys.stderr)
-            return 1
-        return 0
-    args.page.write_text(new)
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+    return BLOCK.sub(fill, text)

@@ -24,7 +24,9 @@ The analysis and report commands already write their tables (`report.md`, `long_
 
 Everything between the markers is replaced, a caption naming the source included; the prose around
 them stays as written. The parallel-recurrences page's `<!-- layer-bench: ... -->` blocks are
-rewritten too, by `seqbench.analysis.layer_bench_page`, which owns that record format.
+rewritten too, by `seqbench.analysis.layer_bench_page`, which owns that record format, and the
+`<!-- frontier-join ... -->` blocks (several frontier reports side by side) by
+`seqbench.analysis.frontier_join`.
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ import re
 import sys
 from pathlib import Path
 
-from seqbench.analysis import layer_bench_page
+from seqbench.analysis import frontier_join, layer_bench_page
 
 BLOCK = re.compile(r"(<!-- table: (?P<spec>[^\n]*?) -->\n)(?P<body>.*?)(<!-- /table -->)", re.S)
 OPTION = re.compile(r"\s+(\w+)=(\S+)")
@@ -178,7 +180,7 @@ def render(spec: str, base: Path) -> str:
 
 def rewrite(page: Path) -> str:
     """The page with every marked table made anew from its source."""
-    text = layer_bench_page.rewrite(page)
+    text = frontier_join.rewrite(layer_bench_page.rewrite(page), page.parent)
     return BLOCK.sub(lambda m: m.group(1) + render(m["spec"], page.parent) + m.group(4), text)
 
 

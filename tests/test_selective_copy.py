@@ -63,7 +63,8 @@ def test_positions_are_uniform_over_the_region_and_differ_between_rows():
     assert len({tuple((row != 0).nonzero().flatten().tolist()) for row in x[:200, : T + k]}) == 200
 
 
-@pytest.mark.parametrize("num_symbols, num_data", [(16, 16), (10, 12), (8, 6)])
+# (16, 4) and (4, 12): the exact plateau with K and num_data swapped differs by 0.03-0.05 in accuracy
+@pytest.mark.parametrize("num_symbols, num_data", [(16, 16), (16, 4), (4, 12)])
 def test_baselines_are_what_the_predictors_score(num_symbols, num_data):
     """On 40,000 generated examples: a uniform guess over the symbols has cross-entropy log K; always
     naming the symbol most frequent in training is right 1/K of the time; predicting each symbol with its
@@ -80,7 +81,7 @@ def test_baselines_are_what_the_predictors_score(num_symbols, num_data):
     counts = F.one_hot(x[:, : 5 + k], K + 2)[..., 1 : K + 1].sum(1).float()  # (n, K): the row's bag of symbols
     freq = counts / k
     label_p = freq.gather(1, answers - 1)  # (n, k); every answer occurs in its row: p > 0
-    assert -label_p.log().mean().item() == pytest.approx(base["frequency_loss"], abs=0.01)
+    assert -label_p.log().mean().item() == pytest.approx(base["frequency_loss"], abs=0.005)
     guess = (freq + torch.rand(freq.shape, generator=gen(4)) * 1e-3).argmax(1, keepdim=True) + 1  # any modal symbol
     assert (answers == guess).float().mean().item() == pytest.approx(base["frequency_acc"], abs=0.01)
     assert 1 / K < base["frequency_acc"] < 1 and base["frequency_loss"] < math.log(K)

@@ -31,7 +31,7 @@ predictor, uniform over the K symbols, and the one that always names the most fr
 score accuracy 1/K (the symbols are uniform), cross-entropy log K. The line a model first reaches is
 sharper: one that keeps which symbols occurred but not where, predicting each with its count among the
 `num_data`, scores exactly what recall's value-frequency plateau does with `num_data` pairs over K
-values (`selective_copy_baseline`: accuracy 0.205, 2.157 nats at 16 of 16).
+values (`selective_copy_baseline`: accuracy 0.192, 2.224 nats at 16 of 16).
 
 Adding (Hochreiter & Schmidhuber 1997, §5.4; Le et al. 2015), a `regression` task on feature
 vectors (B, T, 2): channel 0 a value ~ U(0, 1), channel 1 a marker that is 1 at exactly two

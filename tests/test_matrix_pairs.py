@@ -35,7 +35,7 @@ DATA_ARGS = {
     "pretrain_lm": ["data.source=ptb", "data.bpe_vocab=300"],
     "pretrain_text": ["data.source=ptb", "data.max_pairs=64", "data.vocab_size=300", "data.max_len=32"],
     "multi30k": SUBWORDS, "multi30k_span": SUBWORDS,
-    "copy": PROBE, "adding": PROBE, "recall": PROBE,
+    "copy": PROBE, "selective_copy": PROBE, "adding": PROBE, "recall": PROBE,
     "mnist": ["data.train_size=256", "data.eval_batch_size=100"],
     "cifar10": ["data.eval_batch_size=4"],
 }

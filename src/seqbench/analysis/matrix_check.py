@@ -12,7 +12,7 @@ Each pair runs as a user would type it — `python src/train.py model=X data=Y` 
 wall-clock budget (`trainer.max_time`), 20 validation and 20 test batches — and its test metric is set
 beside the task's trivial baseline, computed from the same corpus: the majority class (classification,
 images), the training unigram's perplexity (language models), an all-`O` tagger (entity F1 0), the
-probes' own baselines (copy: log 8 and 1/8; adding: 1/6; recall: 1/8), BLEU 0 for translation, a
+probes' own baselines (copy: log 8 and 1/8; selective copying: log 16; adding: 1/6; recall: 1/8), BLEU 0 for translation, a
 uniform guess over the target vocabulary for span corruption's perplexity, chance for next-sentence
 prediction. Corpora without an offline copy (WikiText-2, CIFAR-10) are skipped unless
 `$SEQBENCH_DATA_DIR` holds them. Writes `matrix_check.csv` and `matrix_check.md` to `--out`.
@@ -39,8 +39,9 @@ from seqbench.entry import PROJECT_ROOT
 METRIC = {"lm": ("test/ppl", False), "classification": ("test/acc", True), "image": ("test/acc", True),
           "tagging": ("test/f1", True), "regression": ("test/mse", False), "translation": ("test/bleu", True),
           "mlm": ("test/mlm_loss", False)}
-PROBE_METRIC = {"copy": ("test/loss", False), "adding": ("test/mse", False), "recall": ("test/acc", True)}
-PROBE_BASELINE = {"copy": math.log(8), "adding": 1 / 6, "recall": 1 / 8}
+PROBE_METRIC = {"copy": ("test/loss", False), "selective_copy": ("test/loss", False), "adding": ("test/mse", False),
+                "recall": ("test/acc", True)}
+PROBE_BASELINE = {"copy": math.log(8), "selective_copy": math.log(16), "adding": 1 / 6, "recall": 1 / 8}
 FIXED = {"translation": 0.0, "tagging": 0.0}  # BLEU, entity F1 of an all-O tagger
 # BERT pre-training is judged by its masked-LM loss against the training unigram's cross-entropy on the
 # test pieces (what a model that ignores the context can reach). NSP is reported beside it, not judged:

@@ -1,4 +1,5 @@
-"""DataModules for the synthetic long-range probes (`data=copy`, `data=adding`, `data=recall`).
+"""DataModules for the synthetic long-range probes (`data=copy`, `data=selective_copy`, `data=adding`,
+`data=recall`).
 
 Nothing is downloaded: every example is generated from the seed (`seqbench.data.probes` has the
 tasks and their baselines). Training batches are fresh every epoch, batch b of epoch e drawn from
@@ -10,8 +11,8 @@ a run resumed mid-epoch continues with the batches it would have seen.
 
 The trivial baseline of the probe (loss, and accuracy where there is one) travels in
 `spec.extras["baseline"]`; `seqbench.callbacks.ProbeBaseline` logs it as `val/baseline_loss`,
-`val/baseline_acc` beside the model's own numbers. What counts as solving the probe (copy and
-recall: validation accuracy >= 0.99; adding: validation MSE <= 0.01, 6 % of the baseline's 1/6)
+`val/baseline_acc` beside the model's own numbers. What counts as solving the probe (copy, selective
+copying and recall: validation accuracy >= 0.99; adding: validation MSE <= 0.01, 6 % of the baseline's 1/6)
 travels in `spec.extras["solved"]`, read by `seqbench.callbacks.StopWhenSolved`.
 """
 
@@ -174,6 +175,32 @@ class CopyDataModule(ProbeDataModule):
         vocab = self.num_symbols + 2  # blank 0, symbols 1..K, delimiter K+1; tags are the same ids
         return TaskSpec(task="tagging", vocab_size=vocab, num_classes=vocab, max_len=2 * self.copy_length + self.T,
                         extras={"baseline": self.baseline(), "probe": "copy", "T": self.T,
+                                "solved": self.solved})
+
+
+class SelectiveCopyDataModule(ProbeDataModule):
+    """Selective copying: output, in order, the `num_data` symbols scattered among T blanks."""
+
+    task = "tagging"
+
+    def __init__(self, T: int = 64, num_symbols: int = 16, num_data: int = 16, batch_size: int = 32,
+                 eval_batch_size: int = 250, train_size: int = 8000, val_size: int = 1000, test_size: int = 1000,
+                 seed: int = 0) -> None:
+        super().__init__(T, batch_size, eval_batch_size, train_size, val_size, test_size, seed)
+        self.num_symbols, self.num_data = num_symbols, num_data
+
+    def make(self, n: int, generator: torch.Generator) -> dict[str, torch.Tensor]:
+        return probes.selective_copy(n, self.T, self.num_symbols, self.num_data, generator)
+
+    def baseline(self) -> dict[str, float]:
+        """The uniform guess and the symbol-frequency plateau (`val/baseline_frequency_acc`)."""
+        return probes.selective_copy_baseline(self.num_symbols, self.num_data)
+
+    @property
+    def spec(self) -> TaskSpec:
+        vocab = self.num_symbols + 2  # blank 0, symbols 1..K, marker K+1; tags are the same ids
+        return TaskSpec(task="tagging", vocab_size=vocab, num_classes=vocab, max_len=self.T + 2 * self.num_data,
+                        extras={"baseline": self.baseline(), "probe": "selective_copy", "T": self.T,
                                 "solved": self.solved})
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import itertools
+import json
 import time
 from types import SimpleNamespace
 
@@ -25,7 +26,7 @@ def test_benchmark_runs_two_sizes_and_writes_csv_and_png(tmp_path, monkeypatch):
     clock = itertools.count(0.0, 0.25)
     monkeypatch.setattr(bench, "time", SimpleNamespace(perf_counter=lambda: next(clock)))
     rows = bench.run(["ptb/lstm", "ptb/gpt"], lengths=[8, 16], batch_sizes=[2], vocab=50, repeats=1,
-                     isolate=False, out=tmp_path, peak_tflops=2.0)
+                     isolate=False, out=tmp_path, peak_tflops=2.0, command="python -m seqbench.bench x")
     with open(tmp_path / "bench.csv") as f:
         saved = list(csv.DictReader(f))
     assert [(r["family"], r["length"], r["status"]) for r in saved] == [
@@ -42,6 +43,18 @@ def test_benchmark_runs_two_sizes_and_writes_csv_and_png(tmp_path, monkeypatch):
     assert rows[3]["flops_per_token"] - rows[2]["flops_per_token"] == 12 * 3 * 128 * 8
     assert rows[1]["flops_per_token"] == rows[0]["flops_per_token"]  # an RNN's cost per token does not grow
     assert (tmp_path / "bench.png").read_bytes()[:4] == b"\x89PNG"
+    record = json.loads((tmp_path / "bench.json").read_text())  # what a page renders its table from
+    assert record["results"] == json.loads(json.dumps(rows)) and record["command"] == "python -m seqbench.bench x"
+    assert record["device"] == "cpu" and record["torch"] == torch.__version__ and record["clock"] == "wall"
+
+
+def test_the_cpu_clock_times_a_step_by_the_processs_cpu_time(monkeypatch):
+    """Wall time runs 0.25 s a reading and CPU time 0.5 s: with --clock cpu a step takes the CPU's."""
+    wall, cpu = itertools.count(0.0, 0.25), itertools.count(0.0, 0.5)
+    monkeypatch.setattr(bench, "time", SimpleNamespace(perf_counter=lambda: next(wall), process_time=lambda: next(cpu)))
+    (row,) = bench.run(["ptb/lstm"], lengths=[8], batch_sizes=[2], vocab=50, repeats=1, isolate=False,
+                       peak_tflops=2.0, clock="cpu")
+    assert row["step_ms"] == 500.0 and row["tokens_per_s"] == 32.0
 
 
 def test_peak_memory_and_step_time_are_within_what_the_step_must_cost():

@@ -20,6 +20,7 @@ from omegaconf import OmegaConf
 from conftest import TINY
 from seqbench.analysis import context_usage as cu
 from seqbench.families import FAMILIES
+from seqbench.models.parallel_recurrent import ParallelRecurrentModel
 from seqbench.run import build
 
 # the compared families that carry a state across windows (the classic RNNs, the parallel recurrences)
@@ -210,3 +211,18 @@ def test_paths_that_hold_no_run_end_in_one_sentence(tmp_path):
     stray.write_bytes(b"")
     with pytest.raises(cu.UserError, match="checkpoints/ folder of the run"):
         cu.expand([stray])
+
+
+@pytest.mark.parametrize("family", [n for n, f in FAMILIES.items() if f.cls is ParallelRecurrentModel])
+def test_the_command_measures_a_parallel_recurrence_under_its_registry_name(family, corpus, cfg_factory, tmp_path):
+    """A run directory named otherwise and without Hydra's choices: the name comes from the model config
+    through the registry (seqbench.families.family_of), not from the directory or a `cell` key."""
+    torch.manual_seed(0)
+    cfg = cfg_factory([*TINY, f"model={family}", *FAMILIES[family].tiny, *corpus], tiny=False)
+    _, model = build(cfg)
+    _save_run(cfg, model, tmp_path / "run")
+    cu.main([str(tmp_path / "run"), "--out", str(tmp_path / "out"), "--targets", "6", "--ks", "1", "8", "--prefix",
+             "12", "--ds", "2", "4"])
+    rows = list(csv.DictReader(open(tmp_path / "out" / "context_usage.csv")))
+    assert {r["family"] for r in rows} == {family}
+    assert [int(r["x"]) for r in rows if r["measure"] == "prefix"] == [1, 8]  # no context limit: every k

@@ -9,15 +9,17 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from seqbench.analysis.gradient_flow import by_distance, gradient_norms, input_gradients, main
+from seqbench.analysis.gradient_flow import by_distance, gradient_norms, input_gradients, main, measure
 from seqbench.data.synthetic import CopyDataModule
 from seqbench.data.streams import IGNORE_INDEX
+from seqbench.families import FAMILIES
 from seqbench.models.gpt import GPTModel
 from seqbench.models.parallel_recurrent import ParallelRecurrentModel
 from seqbench.models.recurrent import RecurrentModel
 from seqbench.models.transformer import TransformerModel
 
 OPT = partial(torch.optim.Adam, lr=1e-3)
+PARALLEL = [name for name, family in FAMILIES.items() if family.cls is ParallelRecurrentModel]
 
 
 def _data(T=6):
@@ -38,7 +40,8 @@ def _models(spec):
         "rnn": RecurrentModel(spec, OPT, cell="rnn", embedding_size=5, hidden_size=7, num_layers=1),
         "transformer": TransformerModel(spec, OPT, n_layer=2, n_head=2, d_model=8, dropout=0.0, tie_weights=False),
         "gpt": GPTModel(spec, OPT, n_layer=2, n_head=2, d_model=8, dropout=0.0),
-        "ssm": ParallelRecurrentModel(spec, OPT, layer="ssm", d_model=8, num_layers=2, d_state=4),
+        **{name: ParallelRecurrentModel(spec, OPT, layer=FAMILIES[name].selector["layer"], d_model=8, num_layers=2,
+                                        d_state=4) for name in PARALLEL},
     }
 
 
@@ -49,7 +52,7 @@ def _independent_gradient(name, model, batch):
         x = model.encoder.embed(tokens).detach().requires_grad_(True)
         states, _ = model.encoder.rnn(x)
         emissions = model.head(states)
-    elif name == "ssm":  # the parallel recurrences: the embedding enters the left-to-right stack
+    elif name in PARALLEL:  # the parallel recurrences: the embedding enters the left-to-right stack
         x = model.encoder.embed(tokens).detach().requires_grad_(True)
         states, _ = model.encoder.forward_stack(x)
         emissions = model.head(states)
@@ -111,3 +114,15 @@ def test_command_writes_csv_and_png(tmp_path):
     assert result["png"].is_file() and result["png"].stat().st_size > 1000
     lines = result["csv"].read_text().splitlines()
     assert lines[0] == "family,distance,grad_norm" and len(lines) == 1 + 2 * (5 + 2 * 10)
+
+
+@pytest.mark.parametrize("family", PARALLEL)
+def test_the_probe_reads_each_parallel_recurrence_built_from_its_probe_preset(family):
+    """The command's path (`probe/<family>` preset, copy-memory data at gap T): one finite norm per
+    distance, and the gradient reaches the first position, T + 2 x copy_length - 1 tokens back."""
+    T = 5
+    (rows,) = measure([family], T, n=4).values()
+    copy_length = 10  # conf/data/copy.yaml
+    assert [d for d, _ in rows] == list(range(T + 2 * copy_length))
+    norms = torch.tensor([v for _, v in rows])
+    assert torch.isfinite(norms).all() and norms[-1] > 0

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from seqbench.analysis.layer_bench_page import main, render, render_targets
+from seqbench.analysis.layer_bench_page import (TRAIN_TARGETS, main, render, render_generation, render_targets,
+                                              render_train, render_train_targets)
 
 PAGE = Path(__file__).resolve().parents[1] / "experiments" / "parallel-recurrences.md"
 
@@ -42,3 +43,34 @@ def test_a_target_is_judged_on_the_ratio_at_its_own_length_and_reference():
     assert "| mingru_loop | attention_flash | 512 | ≥ 1.7x | 0.67x | **no** |" in text
     assert "| minlstm_loop | lstm_fused | 512 | ≥ 1.5x | not measured | – |" in text
     assert "cuda" not in text and "mingru_doubling" not in text  # the GPU's targets are not the CPU's
+
+
+def test_a_generation_cell_is_the_familys_rate_its_ratio_to_the_baseline_and_its_memory():
+    rows = [{"method": "p/lstm", "T": 128, "status": "ok", "tokens_per_s": 2000.0, "ratio_vs_p/lstm": 1.0,
+             "peak_memory_bytes": 3 * 2**20, "context": None},
+            {"method": "p/gpt", "T": 128, "status": "ok", "tokens_per_s": 500.0, "ratio_vs_p/lstm": 0.25,
+             "peak_memory_bytes": 12 * 2**20, "context": 64},
+            {"method": "p/gpt", "T": 2048, "status": "skipped: predicted 30 s"}]
+    text = render_generation({**record(rows), "batch": 8, "new_tokens": 128, "vocab": 65, "baseline": "p/lstm",
+                              "clock": "cpu"})
+    assert "| p/lstm | none | 2,000 (1.00x), 3 MiB | – |" in text
+    assert "| p/gpt | 64 | 500 (0.25x), 12 MiB | skipped |" in text
+    assert "B = 8, 128 tokens generated" in text and "cpu clock" in text
+
+
+def bench_row(family, length, tps):
+    return {"family": family, "batch": 32, "length": length, "status": "ok", "tokens_per_s": tps,
+            "peak_mem_mb": 10.0, "params_non_embedding": 1000}
+
+
+def test_the_training_target_is_the_mingru_over_the_lstm_at_the_training_window():
+    """At T = 64 the minGRU runs 1.1x the LSTM (the target, 1.2x, missed); at 256 it runs 2x: a ratio
+    read at another length, or against the minGRU's own row, would pass it."""
+    mingru = TRAIN_TARGETS[0][0]
+    rows = [bench_row("shakespeare/lstm", 64, 10_000), bench_row("shakespeare/lstm", 256, 10_000),
+            bench_row(mingru, 64, 11_000), bench_row(mingru, 256, 20_000)]
+    rec = {**record(rows), "vocab": 65, "clock": "cpu"}
+    assert f"| {mingru} | shakespeare/lstm | 64 | ≥ 1.2x | 1.10x | **no** |" in render_train_targets(rec)
+    table = render_train(rec)
+    assert f"| {mingru} | 1,000 | 11.0k (1.10x), 10 MB | 20.0k (2.00x), 10 MB |" in table
+    assert "ratios to shakespeare/lstm" in table

@@ -30,15 +30,23 @@ the card's stated bf16 dense peak (Lightning's `get_available_flops` table: H100
 else the measured throughput of a large matmul in the dtype the step runs in (fp32 on CPU). A case is skipped, and says why, once a shorter length of the same
 family and batch was slower than `--max-step-s` or when its memory, extrapolated from the family's own
 measured growth (`predicted_mem_gb`), would pass `--max-mem-gb`.
+
+`--clock cpu` times a step by the process's CPU time (user + system) instead of the wall clock: on a
+CPU shared with other jobs their load stretches wall time but not the CPU time of a one-thread step
+(`--threads 1`; with more threads CPU time adds the threads up). With `--out` the rows are written as
+`bench.csv`, `bench.png` and `bench.json`, the last with the machine (CPU model, torch, date) and the
+command that made them (`seqbench.analysis.layer_bench.machine`), for a page to render.
 """
 
 from __future__ import annotations
 
 import argparse
 import csv
+import json
 import math
 import multiprocessing as mp
 import os
+import shlex
 import statistics
 import sys
 import time
@@ -134,7 +142,7 @@ def memory_peak(device: torch.device) -> float:
 
 # -- one case ---------------------------------------------------------------------------------------
 def measure(family: str, batch: int, length: int, vocab: int, device: str, warmup: int, repeats: int,
-            threads: int | None = None) -> dict:
+            threads: int | None = None, clock: str = "wall") -> dict:
     """Time and measure one (family, B, T) case; runs in a fresh process when isolated."""
     from seqbench.tasks.lm import token_nll
 
@@ -165,12 +173,13 @@ def measure(family: str, batch: int, length: int, vocab: int, device: str, warmu
     for _ in range(max(0, warmup - 1)):
         step()
     times = []
+    read = time.process_time if clock == "cpu" else time.perf_counter
     for _ in range(repeats):
         sync()
-        t0 = time.perf_counter()
+        t0 = read()
         step()
         sync()
-        times.append(time.perf_counter() - t0)
+        times.append(read() - t0)
     step_s = statistics.median(times)
     kernel = attention_kernel(step) if getattr(model, "lm_batching", None) == "windows" else ""
     fpt = model.flops_per_token(length)  # the formulas of seqbench.nn.flops, as runs log them
@@ -242,7 +251,7 @@ def _skip_reason(measured: list[dict], length: int, max_step_s: float, max_mem_g
 def run(families: list[str], lengths: list[int], batch_sizes: list[int], vocab: int = 10_000, device: str = "cpu",
         warmup: int = 1, repeats: int = 3, max_step_s: float = 20.0, max_mem_gb: float = 8.0,
         isolate: bool = True, threads: int | None = None, out: Path | None = None,
-        peak_tflops: float | None = None) -> list[dict]:
+        peak_tflops: float | None = None, clock: str = "wall", command: str | None = None) -> list[dict]:
     dev = torch.device(device)
     if threads:
         torch.set_num_threads(threads)
@@ -265,7 +274,7 @@ def run(families: list[str], lengths: list[int], batch_sizes: list[int], vocab: 
                     if reason:
                         row["status"] = reason
                     else:
-                        args = (family, batch, length, vocab, device, warmup, repeats, threads)
+                        args = (family, batch, length, vocab, device, warmup, repeats, threads, clock)
                         try:
                             row.update(pool.apply(measure, args) if pool else measure(*args))
                         except torch.cuda.OutOfMemoryError:
@@ -280,7 +289,8 @@ def run(families: list[str], lengths: list[int], batch_sizes: list[int], vocab: 
     if out is not None:
         write_csv(rows, out / "bench.csv")
         plot(rows, out / "bench.png")
-        print(f"wrote {out / 'bench.csv'} and {out / 'bench.png'}")
+        write_json(rows, out / "bench.json", dev, command, clock, vocab)
+        print(f"wrote {out / 'bench.csv'}, {out / 'bench.png'} and {out / 'bench.json'}")
     return rows
 
 
@@ -299,6 +309,16 @@ def write_csv(rows: list[dict], path: Path) -> None:
         writer = csv.DictWriter(f, FIELDS, extrasaction="ignore")
         writer.writeheader()
         writer.writerows(rows)
+
+
+def write_json(rows: list[dict], path: Path, device: torch.device, command: str | None, clock: str,
+                 vocab: int) -> None:
+    """The rows with where and how they were measured (CPU model, torch, date, command, clock)."""
+    from seqbench.analysis.layer_bench import machine
+
+    record = {**machine(device), "command": command, "threads": torch.get_num_threads(), "clock": clock,
+              "vocab": vocab, "results": rows}
+    path.write_text(json.dumps(record, indent=1) + "\n")
 
 
 def plot(rows: list[dict], path: Path) -> Path:
@@ -343,6 +363,7 @@ def _ints(text: str) -> list[int]:
 
 
 def main(argv: list[str] | None = None) -> list[dict]:
+    argv = sys.argv[1:] if argv is None else argv
     parser = argparse.ArgumentParser(prog="python -m seqbench.bench", description=__doc__.split("\n\n")[0])
     parser.add_argument("--device", default="auto", help="cpu, cuda or auto (cuda when available)")
     parser.add_argument("--families", default=",".join(default_families()),
@@ -356,6 +377,8 @@ def main(argv: list[str] | None = None) -> list[dict]:
     parser.add_argument("--max-step-s", type=float, default=20.0)
     parser.add_argument("--max-mem-gb", type=float, default=8.0)
     parser.add_argument("--threads", type=int, help="CPU threads (default: torch's)")
+    parser.add_argument("--clock", default="wall", choices=["wall", "cpu"],
+                        help="step time from the wall clock, or from the process's CPU time (a shared CPU)")
     parser.add_argument("--peak-tflops", type=float, help="the device's peak for MFU (default: stated for a "
                                                           "GPU Lightning knows, else measured)")
     parser.add_argument("--no-isolate", action="store_true",
@@ -363,13 +386,15 @@ def main(argv: list[str] | None = None) -> list[dict]:
     parser.add_argument("--out", type=Path, help="output folder (default outputs/bench/<device>-<time>)")
     args = parser.parse_args(argv)
     device = ("cuda" if torch.cuda.is_available() else "cpu") if args.device == "auto" else args.device
+    if args.clock == "cpu" and device != "cpu":
+        parser.error("--clock cpu measures CPU work; GPU kernels run outside it")
     out = args.out or Path("outputs") / "bench" / f"{device}-{datetime.now():%Y-%m-%d_%H-%M-%S}"
     isolate = device == "cpu" and not args.no_isolate
     started = time.time()
     rows = run(args.families.split(","), _ints(args.lengths), _ints(args.batch_sizes), args.vocab, device,
                args.warmup, args.repeats, args.max_step_s, args.max_mem_gb, isolate, args.threads, out,
-               args.peak_tflops)
-    write_record(out, ["bench.csv"], command_line("seqbench.bench", argv), started)  # the ledger
+               args.peak_tflops, args.clock, "python -m seqbench.bench " + shlex.join(argv))
+    write_record(out, ["bench.csv", "bench.json"], command_line("seqbench.bench", argv), started)  # the ledger
     return rows
 
 

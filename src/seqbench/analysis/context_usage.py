@@ -53,6 +53,7 @@ from seqbench.entry import register_resolvers, run_command
 from seqbench.errors import UserError
 from seqbench.ledger import write_record
 from seqbench.provenance import command_line
+from seqbench.families import family_of
 
 KS = (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000)
 DS = (1, 2, 5, 10, 20, 50, 100, 200)
@@ -256,15 +257,6 @@ def expand(paths: list[Path]) -> list[tuple[Path, Path]]:
     return found
 
 
-def family_name(model, run_dir: Path) -> str:
-    """rnn / lstm / gru for the recurrent family (its cell), else the family preset or model config."""
-    if getattr(model, "lm_batching", None) == "stream" and "cell" in model.hparams:
-        return str(model.hparams.cell)
-    from seqbench.report import family_of
-
-    return family_of(run_dir)
-
-
 def load_lm(run_dir: Path, ckpt: Path, datamodules: dict) -> LM:
     """The run's model with the checkpoint's weights, and its data (one DataModule per identical data config)."""
     import hydra
@@ -286,7 +278,8 @@ def load_lm(run_dir: Path, ckpt: Path, datamodules: dict) -> LM:
     load_weights(model, ckpt)
     metrics = run_dir / "metrics.json"
     test_loss = json.loads(metrics.read_text()).get("test/loss") if metrics.is_file() else None
-    return LM(run_dir.name, family_name(model, run_dir), dm.corpus, model, dm, test_loss)
+    # the registry's family of the run's model config (seqbench.families: its module and selector keys)
+    return LM(run_dir.name, family_of(cfg.model), dm.corpus, model, dm, test_loss)
 
 
 # -- outputs --------------------------------------------------------------------------------------

@@ -182,16 +182,25 @@ def time_case(build, forward, device, T: int, args, meter: Meter) -> dict:
 
 
 def run_method(name: str, args) -> list[dict]:
-    """All T of one method, in this process (the child), skipping what would not fit."""
+    """All T of one layer method, in this process (the child), skipping what would not fit."""
+    build, forward, exponent = methods(args.device)[name]
+    return run_cases(name, args, lambda device, T, a, meter: time_case(build, forward, device, T, a, meter),
+                     exponent)
+
+
+def run_cases(name: str, args, timer, exponent: int) -> list[dict]:
+    """All `args.T` of one method in this process (the child), each timed by `timer(device, T, args,
+    meter)` -> a row's measurements (`status`, `wall_seconds`, `peak_memory_bytes`, ...), skipping
+    what would not fit: the time and memory of a case are predicted from the previous T as growing
+    like T ** exponent. `seqbench.analysis.generation_bench` times generation with it."""
     device = torch.device(args.device)
     if device.type == "cpu":
         torch.set_num_threads(args.threads)
-    build, forward, exponent = methods(args.device)[name]
     rows, prev, failure = [], None, None
     try:
         # one tiny case first, so the memory baseline already holds the kernels' libraries and buffers
         once = argparse.Namespace(**{**vars(args), "warmup": 0, "repeats": 1})
-        time_case(build, forward, device, 2, once, Meter(device))
+        timer(device, 2, once, Meter(device))
     except Exception as err:  # a backend the device lacks, an unsupported dtype: say so, for every T
         failure = f"error: {type(err).__name__}: {str(err).splitlines()[0][:200]}"
     meter = Meter(device)
@@ -200,7 +209,7 @@ def run_method(name: str, args) -> list[dict]:
         reason = failure
         if reason is None and prev is None:
             try:
-                prev = {"T": CALIBRATION_T, **time_case(build, forward, device, CALIBRATION_T, args, meter)}
+                prev = {"T": CALIBRATION_T, **timer(device, CALIBRATION_T, args, meter)}
             except Exception as err:
                 reason = f"error: {type(err).__name__}: {str(err).splitlines()[0][:200]}"
         if reason is None and prev["status"] != "ok":
@@ -210,13 +219,13 @@ def run_method(name: str, args) -> list[dict]:
             scale = (T / prev["T"]) ** exponent
             seconds, memory = prev["wall_seconds"] * scale, prev["peak_memory_bytes"] * scale
             if seconds > args.max_case_s:
-                reason = f"skipped: predicted {seconds:.0f} s per fwd+bwd > {args.max_case_s:g} s"
+                reason = f"skipped: predicted {seconds:.0f} s per case > {args.max_case_s:g} s"
             elif memory > 0.8 * _free_memory(device):
                 reason = (f"skipped: predicted {memory / 2**30:.1f} GiB > 80 % of "
                           f"the free {_free_memory(device) / 2**30:.1f} GiB")
         if reason is None:
             try:
-                row.update(time_case(build, forward, device, T, args, meter))
+                row.update(timer(device, T, args, meter))
             except torch.OutOfMemoryError as err:
                 row.update(status=f"out of memory: {str(err).splitlines()[0][:200]}")
             except Exception as err:
@@ -231,10 +240,10 @@ def run_method(name: str, args) -> list[dict]:
     return rows
 
 
-def _spawn(name: str, argv: list[str], lengths: list[int]) -> list[dict]:
-    """Run one method in a child; a child the OS kills (memory) loses only its unreported T."""
-    proc = subprocess.run([sys.executable, "-m", "seqbench.analysis.layer_bench", *argv, "--method", name],
-                          capture_output=True, text=True)
+def spawn(module: str, name: str, argv: list[str], lengths: list[int]) -> list[dict]:
+    """Run one method in a child (`python -m <module> <argv> --method <name>`, printing its rows as JSON
+    lines); a child the OS kills (memory) loses only its unreported T."""
+    proc = subprocess.run([sys.executable, "-m", module, *argv, "--method", name], capture_output=True, text=True)
     rows = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
     if proc.returncode != 0:
         done = {r["T"] for r in rows}
@@ -243,9 +252,9 @@ def _spawn(name: str, argv: list[str], lengths: list[int]) -> list[dict]:
     return rows
 
 
-def add_ratios(rows: list[dict]) -> None:
+def add_ratios(rows: list[dict], references: tuple[str, ...] = REFERENCES) -> None:
     """Each row's tokens/s over the fused LSTM's (and the fused attention kernels') at the same T."""
-    for ref_name in REFERENCES:
+    for ref_name in references:
         ref = {r["T"]: r["tokens_per_s"] for r in rows if r["method"] == ref_name and r["status"] == "ok"}
         for r in rows:
             if r["status"] == "ok" and r["T"] in ref:
@@ -266,18 +275,18 @@ def machine(device: torch.device) -> dict:
             "date": datetime.now(timezone.utc).isoformat(timespec="seconds")}
 
 
-HEADER = (f"{'method':<20}{'T':>7}{'tokens/s':>12}{'x lstm':>8}{'x flash':>9}{'x effic':>9}{'peak MiB':>10}"
-          "  status")
+def header(references: tuple[str, ...] = REFERENCES) -> str:
+    ratios = "".join(f"{'x ' + ref[:9]:>12}" for ref in references)
+    return f"{'method':<20}{'T':>7}{'tokens/s':>12}{ratios}{'peak MiB':>10}  status"
 
 
-def table(rows: list[dict]) -> str:
+def table(rows: list[dict], references: tuple[str, ...] = REFERENCES) -> str:
     lines = []
     for r in rows:
         if r["status"] != "ok":
-            lines.append(f"{r['method']:<20}{r['T']:>7}{'':>48}  {r['status']}")
+            lines.append(f"{r['method']:<20}{r['T']:>7}{'':>{22 + 12 * len(references)}}  {r['status']}")
             continue
-        ratios = "".join(f"{r.get('ratio_vs_' + ref, float('nan')):>{w}.2f}"
-                         for ref, w in zip(REFERENCES, (8, 9, 9)))
+        ratios = "".join(f"{r.get('ratio_vs_' + ref, float('nan')):>12.2f}" for ref in references)
         lines.append(f"{r['method']:<20}{r['T']:>7}{r['tokens_per_s']:>12.0f}{ratios}"
                      f"{r['peak_memory_bytes'] / 2**20:>10.0f}  ok")
     return "\n".join(lines)
@@ -322,22 +331,30 @@ def main(argv: list[str] | None = None) -> dict:
     if args.method:  # a child: one method, rows on stdout
         run_method(args.method, args)
         return {}
-    device = torch.device(args.device)
+    settings = {"width": args.width, "bf16": args.bf16}
+    return run_all("seqbench.analysis.layer_bench", argv, args,
+                   args.methods or list(methods(args.device)), REFERENCES, settings)
+
+
+def run_all(module: str, argv: list[str], args, names: list[str], references: tuple[str, ...],
+            settings: dict) -> dict:
+    """The parent: each method in its own child (`spawn`), the ratios to `references` at each T, and
+    the record — machine, command, the common settings of `args` and `settings` — written to `args.out`
+    after every method, so a run cut short keeps what it measured."""
     started = time.time()
-    result = {**machine(device), "command": "python -m seqbench.analysis.layer_bench " + shlex.join(argv),
-              "threads": args.threads, "batch": args.batch, "width": args.width, "bf16": args.bf16,
-              "clock": args.clock,
+    result = {**machine(torch.device(args.device)), "command": f"python -m {module} " + shlex.join(argv),
+              "threads": args.threads, "batch": args.batch, **settings, "clock": args.clock,
               "warmup": args.warmup, "repeats": args.repeats, "max_case_s": args.max_case_s, "results": []}
-    print(HEADER, flush=True)
-    for name in args.methods or methods(args.device):
-        new = _spawn(name, argv, args.T)
-        print(table(new), flush=True)
+    print(header(references), flush=True)
+    for name in names:
+        new = spawn(module, name, argv, args.T)
+        print(table(new, references), flush=True)
         result["results"] += new
-        add_ratios(result["results"])
-        if args.out:  # after every method, so a run cut short keeps what it measured
+        add_ratios(result["results"], references)
+        if args.out:
             with open(args.out, "w") as f:
                 json.dump(result, f, indent=1)
-    print("\n" + HEADER + "\n" + table(result["results"]))
+    print("\n" + header(references) + "\n" + table(result["results"], references))
     if args.out:  # the ledger: the JSON names its machine and date; the record adds the commit and wall time
         write_record(Path(args.out).parent, [Path(args.out).name], result["command"], started)
     return result

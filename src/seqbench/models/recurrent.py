@@ -11,7 +11,8 @@ On `lm` it is a stateful language model trained with truncated BPTT (Lightning's
 word_language_model example): the hidden state lives on the module, is detached after every window
 and reset when a stream starts again (window 0). Training, validation and test each keep their own
 state, so a validation pass in the middle of an epoch does not disturb the training stream, and the
-training state is saved in checkpoints so a resumed run continues the stream exactly.
+training state is saved in checkpoints so a resumed run continues the stream exactly
+(`seqbench.models.stream_lm.StreamLM`, shared with the parallel recurrences).
 
 On `translation` it is an encoder-decoder (`seqbench.nn.seq2seq`): Sutskever et al.'s form with
 `model.attention=none` (the final encoder state is the only context; `model.reverse_source=true`
@@ -36,13 +37,14 @@ from torch import nn
 
 from seqbench.data.spec import TaskSpec
 from seqbench.errors import ConfigError
-from seqbench.models.base import SeqModel
+from seqbench.models.sequence_heads import SequenceHeads, require_sequence_images
+from seqbench.models.stream_lm import StreamLM
 from seqbench.nn.cells import GATES
 from seqbench.nn.char_features import CharCNN
 from seqbench.nn.crf import CRF
 from seqbench.nn.recurrent_encoder import RecurrentEncoder
 from seqbench.nn.recurrent_init import init_recurrence
-from seqbench.nn.recurrent_lm import RecurrentLM, detach_state, map_state
+from seqbench.nn.recurrent_lm import RecurrentLM
 from seqbench.nn.seq2seq import RecurrentSeq2Seq
 from seqbench.nn.sampling import sample_next
 
@@ -51,8 +53,8 @@ CELLS = tuple(GATES)  # the cells seqbench.nn.cells implements; config_check rea
 log = logging.getLogger(__name__)
 
 
-class RecurrentModel(SeqModel):
-    lm_batching = "stream"
+class RecurrentModel(StreamLM, SequenceHeads):
+    state_batch_dim = 1  # nn.LSTM's states are (L, B, H)
 
     def __init__(
         self,
@@ -95,7 +97,6 @@ class RecurrentModel(SeqModel):
         super().__init__(spec, optimizer, scheduler, scheduler_interval, scheduler_monitor)
         self.save_hyperparameters(ignore=["spec", "optimizer", "scheduler"], logger=False)  # run.py logs the config once
         self.pooling = pooling
-        self._state: dict[str, object] = {}
         self._lr_scale = 1.0  # variable-length BPTT: this window's length / data.bptt
         self.label_smoothing = label_smoothing  # translation: read by the task's training loss, as the Transformer's
         # Unset, the embedding is as wide as the hidden state, so `model.hidden_size=400` alone keeps
@@ -115,9 +116,7 @@ class RecurrentModel(SeqModel):
         if lock_dropout or word_dropout or weight_drop or ar or tar or hidden_dropout is not None:
             raise ConfigError("model.lock_dropout, hidden_dropout, word_dropout, weight_drop, ar and tar are AWD-LSTM's "
                               f"language-model regularisers; the data poses {spec.task!r}, not lm: leave them unset.")
-        if spec.task == "image" and spec.input_dim is None:
-            raise ConfigError("a recurrent model reads images as sequences: set data.as_sequence=rows, pixels "
-                              "or permuted_pixels.")
+        require_sequence_images(spec)
         if spec.task == "translation":
             self.seq2seq = RecurrentSeq2Seq(spec.src_vocab_size, spec.tgt_vocab_size, cell, embedding_size, hidden_size,
                                             num_layers, dropout, bidirectional, attention, input_feeding,
@@ -158,23 +157,8 @@ class RecurrentModel(SeqModel):
             return batch["input"]
         return torch.cat([self.word_embed(batch["input"]), self.char_cnn(batch["chars"])], dim=-1)
 
-    def classify(self, batch: dict) -> torch.Tensor:
-        summary = self.encoder.summary(self.encoder_input(batch), batch.get("lengths"), self.pooling)  # (B, D)
-        return self.head(self.output_dropout(summary))  # (B, C)
-
-    def classify_image(self, batch: dict) -> torch.Tensor:
-        """An image read as a sequence (rows or pixels) by the encoder, classified from its summary."""
-        if "input" not in batch:
-            raise ConfigError("a recurrent model reads images as sequences: set data.as_sequence=rows, pixels "
-                              "or permuted_pixels.")
-        return self.classify(batch)
-
-    def regress(self, batch: dict) -> torch.Tensor:
-        return self.classify(batch).squeeze(-1)  # (B,)
-
-    def tag(self, batch: dict) -> torch.Tensor:
-        states, _ = self.encoder(self.encoder_input(batch), batch.get("lengths"))  # (B, T, D)
-        return self.head(self.output_dropout(states))  # (B, T, K)
+    def head_dropout(self, states: torch.Tensor) -> torch.Tensor:
+        return self.output_dropout(states)
 
     # -- translation: teacher forcing, and the decoding interface of seqbench.nn.decoding ---------
     def translate_logits(self, batch: dict) -> torch.Tensor:
@@ -198,24 +182,6 @@ class RecurrentModel(SeqModel):
         return att[:, None]
 
     # -- lm ---------------------------------------------------------------------------------------
-    def lm_logits(self, batch: dict, stage: str) -> torch.Tensor:
-        tokens = batch["input"]
-        state = None if batch.get("window", 0) == 0 else self._state.get(stage)
-        state = map_state(lambda s: s.to(tokens.device), state)  # a resumed state arrives on the CPU
-        logits, state = self.net(tokens, state)
-        self._state[stage] = detach_state(state)
-        return logits
-
-    def next_token_logits(self, tokens: torch.Tensor) -> torch.Tensor:
-        """tokens (B, T) -> logits (B, V) of the next token, read from a zero state: the model knows
-        exactly these T tokens (`seqbench.analysis.context_usage`)."""
-        return self.net.last_logits(tokens)[0]
-
-    def read_on(self, tokens: torch.Tensor, state=None) -> tuple[torch.Tensor, object]:
-        """Continue reading a stream from `state`: tokens (B, T) -> next-token logits (B, V) and the new
-        state, so one pass over a split scores chosen positions with everything before them."""
-        return self.net.last_logits(tokens, state)
-
     def lm_penalty(self) -> torch.Tensor | None:
         """AR + TAR of this training step (added to the loss by the LM task), or None when both are off.
         Taken once: the module keeps no reference to the step's graph (AveragedModel deep-copies it)."""
@@ -256,25 +222,6 @@ class RecurrentModel(SeqModel):
             out.append(token)
             logits, state = self.net(token, state)
         return torch.cat(out, dim=1)
-
-    # -- checkpoints carry the training stream's state ------------------------------------------
-    # Under DDP each rank holds the state of its own rows (its shard of the stream). Every rank runs
-    # this hook, so the rows are gathered into the full batch here and sliced back on load, which
-    # also lets a run resume on another number of processes.
-    def on_save_checkpoint(self, checkpoint: dict) -> None:
-        super().on_save_checkpoint(checkpoint)
-        state = self._state.get("train")
-        if state is not None and self.trainer is not None and self.trainer.world_size > 1:
-            state = map_state(lambda s: torch.cat(list(self.all_gather(s)), dim=1), state)  # (L, B, H)
-        checkpoint["train_state"] = map_state(lambda s: s.cpu(), state)
-
-    def on_load_checkpoint(self, checkpoint: dict) -> None:
-        super().on_load_checkpoint(checkpoint)
-        state = checkpoint.get("train_state")
-        if state is not None and self._trainer is not None and self.trainer.world_size > 1:
-            rank, world = self.trainer.global_rank, self.trainer.world_size
-            state = map_state(lambda s: s.chunk(world, dim=1)[rank].clone(), state)
-        self._state["train"] = state
 
 
 def warn_if_lm_recipe(optimizer: Callable, task: str) -> None:

@@ -36,6 +36,10 @@ os.environ.setdefault("WANDB_SILENT", "true")
 DATA_DIR = Path(os.environ["SEQBENCH_DATA_DIR"])
 REQUIRE_CORPORA = os.environ.get("SEQBENCH_REQUIRE_CORPORA", "0") == "1"
 TEST_SEED = int(os.environ.get("SEQBENCH_TEST_SEED", "0"))
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    # Under pytest-xdist (scripts/test.sh: one worker per core) each worker keeps to one thread, or the
+    # workers' thread pools would oversubscribe the cores; the runs a test starts inherit the setting.
+    torch.set_num_threads(int(os.environ.setdefault("OMP_NUM_THREADS", "1")))
 
 sys.path.insert(0, str(ROOT / "src"))
 from seqbench.compose import finalize  # noqa: E402

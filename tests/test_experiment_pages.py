@@ -9,7 +9,10 @@ sweeps hold 36 jobs each): every value of every axis — every preset of a sweep
 
 from __future__ import annotations
 
+import functools
 import re
+import tempfile
+from pathlib import Path
 
 import pytest
 from omegaconf import OmegaConf
@@ -47,7 +50,17 @@ def _args(line: str) -> list[str]:
     return out
 
 
-def _jobs(args: list[str], tmp_path) -> list[list[str]]:
+@functools.cache
+def _experiment_axes(experiment: tuple[str, ...]) -> dict:
+    """The sweep axes an experiment sets (`hydra.sweeper.params`, resolved), composed once per experiment:
+    the pages sweep the same few many times (pretraining ten times). No run is made: nothing is written
+    to the output directory, so the temporary one goes at once."""
+    with tempfile.TemporaryDirectory() as out:
+        swept = OmegaConf.select(compose_cfg(list(experiment), Path(out)), "hydra.sweeper.params")
+    return OmegaConf.to_container(swept, resolve=True) if swept else {}
+
+
+def _jobs(args: list[str]) -> list[list[str]]:
     """One job per value of the longest axis, every axis (the command line's and the experiment's own
     sweep, `preset` among them) cycling through its values."""
     if "-m" not in args and "--multirun" not in args:
@@ -56,9 +69,9 @@ def _jobs(args: list[str], tmp_path) -> list[list[str]]:
     axes = {a.split("=", 1)[0]: a.split("=", 1)[1].split(",") for a in args
             if "," in a.partition("=")[2] and not a.partition("=")[2].startswith(("[", "'", '"'))}
     fixed = [a for a in args if a.split("=", 1)[0] not in axes]
-    experiment = [a for a in fixed if a.startswith("experiment=")]  # its axes may set keys of its presets (size=)
-    swept = OmegaConf.select(compose_cfg(experiment, tmp_path), "hydra.sweeper.params") if experiment else None
-    for key, values in (swept or {}).items():
+    # the experiment's own axes may set keys of its presets (size=)
+    experiment = tuple(a for a in fixed if a.startswith("experiment="))
+    for key, values in (_experiment_axes(experiment) if experiment else {}).items():
         if key.lstrip("+") not in {k.lstrip("+") for k in axes} and "(" not in str(values):
             axes[key] = str(values).split(",")
     n = max((len(v) for v in axes.values()), default=1)
@@ -75,7 +88,7 @@ def test_the_pages_have_the_lines_this_test_reads():
 @pytest.mark.parametrize(("page", "line"), _page_lines())
 def test_every_experiment_page_training_line_composes_and_passes_the_checks(page, line, tmp_path):
     args = _fill(_args(line), tmp_path)
-    for job in _jobs(args, tmp_path):
+    for job in _jobs(args):
         if any(a.startswith("experiment=pretraining") for a in job) and not any(a.startswith("pretrained.") for a in job):
             job = [*job, f"pretrained.bert={tmp_path / 'bert.ckpt'}", f"pretrained.gpt={tmp_path / 'gpt.ckpt'}"]
         cfg = compose_cfg(job, tmp_path)

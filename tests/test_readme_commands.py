@@ -23,7 +23,7 @@ import pytest
 import torch
 from omegaconf import OmegaConf
 
-from conftest import ROOT, compose_cfg, run_cli
+from conftest import CONF, ROOT, compose_cfg, run_cli
 from seqbench.config_check import check_config
 
 README = "\n".join(p.read_text(encoding="utf-8") for p in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))])
@@ -170,19 +170,24 @@ def test_a_user_corpus_path_is_read_from_where_the_command_runs(tmp_path):
     assert "Traceback" not in missing.stderr
 
 
-def test_debug_fast_bounds_every_preset_and_experiment(tmp_path):
+# One case per preset and experiment (not one loop): xdist spreads them over the workers (scripts/test.sh).
+BOUNDED_BY_DEBUG = [f"preset={p.parent.name}/{p.stem}" for p in sorted((CONF / "preset").glob("*/*.yaml"))]
+BOUNDED_BY_DEBUG += [f"experiment={p.stem}" for p in sorted((CONF / "experiment").glob("*.yaml"))]
+
+
+@pytest.mark.parametrize("preset", BOUNDED_BY_DEBUG)
+def test_debug_fast_bounds_every_preset_and_experiment(preset, tmp_path):
     """A preset's own steps (`max_steps: 2000`, 20 epochs, validation every 250 steps) never outlast
     `debug=fast`: at most 5 training batches of one epoch, whatever the preset."""
-    conf = ROOT / "conf"
-    presets = [f"preset={p.parent.name}/{p.stem}" for p in sorted((conf / "preset").glob("*/*.yaml"))]
-    presets += [f"experiment={p.stem}" for p in sorted((conf / "experiment").glob("*.yaml"))]
-    for preset in presets:
-        cfg = compose_cfg([preset, "debug=fast", "++pretrained.bert=x", "++pretrained.gpt=x"]
-                          if "pretraining" in preset else [preset, "debug=fast"], tmp_path)
-        t = cfg.trainer
-        assert (t.max_epochs, t.limit_train_batches, t.max_steps, t.val_check_interval) == (1, 5, -1, None), preset
+    cfg = compose_cfg([preset, "debug=fast", "++pretrained.bert=x", "++pretrained.gpt=x"]
+                      if "pretraining" in preset else [preset, "debug=fast"], tmp_path)
+    t = cfg.trainer
+    assert (t.max_epochs, t.limit_train_batches, t.max_steps, t.val_check_interval) == (1, 5, -1, None), preset
+
+
+def test_the_command_line_still_wins_over_debug_fast(tmp_path):
     cfg = compose_cfg(["preset=shakespeare/gpt", "debug=fast", "trainer.limit_train_batches=7"], tmp_path)
-    assert cfg.trainer.limit_train_batches == 7  # the command line still wins over the debug mode
+    assert cfg.trainer.limit_train_batches == 7
 
 
 def test_a_preset_under_debug_fast_trains_five_steps(tmp_path):

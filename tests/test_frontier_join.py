@@ -31,6 +31,15 @@ def test_the_classic_reports_cells_are_read_in_their_columns():
     assert set(table[1e11]) == {"gpt", "gru", "lstm", "rnn", "transformer"}
 
 
+def test_a_newer_reports_envelope_is_read_not_its_verdict_table():
+    # bug caught: the verdict table (seed means of the cells trained to the budget) joined against an older
+    # report's envelope: unlike numbers side by side
+    newer = EXTRA.replace("## Compute-efficient frontier\n", "## Compute-efficient frontier\n\n### Verdict\n\n"
+                          "| budget (FLOPs) | mingru | verdict |\n|---|---|---|\n| 1.0e+11 | 9.999 (0.053M, n=2) | mingru |\n\n"
+                          "### Lower envelope over every validation\n")
+    assert frontier_table(newer)[1e11]["mingru"]["loss"] == 2.4
+
+
 def test_seeds_and_missing_cells_are_kept_apart():
     table = frontier_table(EXTRA)
     assert table[1e11]["mingru"] == {"loss": 2.4, "sd": 0.01, "size": "0.053M", "n": 2}

@@ -30,13 +30,20 @@ BLOCK = re.compile(r"(<!-- frontier-join ref=(?P<ref>\w+)(?: within=(?P<within>[
                    r"(?P<body>.*?)(<!-- /frontier-join -->)", re.S)
 CELL = re.compile(r"(?P<loss>\d+\.\d+)(?: ± (?P<sd>\d+\.\d+))? \((?P<size>[^,]+), n=(?P<n>\d+)\)")
 SECTION = "## Compute-efficient frontier"
+ENVELOPE = "### Lower envelope"  # reports since the verdict table put the envelope under this subheading
 
 
 def frontier_table(report: str) -> dict[float, dict[str, dict]]:
-    """{budget: {family: {"loss", "sd", "size", "n"}}} from a report's compute-efficient frontier table."""
+    """{budget: {family: {"loss", "sd", "size", "n"}}} from a report's compute-efficient frontier table: the
+    lower envelope, which every report has (a newer one has the seed-mean verdict table first, then the
+    envelope under its own subheading; an older one, the envelope alone), so reports of either age join
+    like with like."""
     if SECTION not in report:
         raise ValueError(f"no '{SECTION}' section in the report")
-    lines = report.split(SECTION, 1)[1].lstrip("\n").splitlines()
+    section = report.split(SECTION, 1)[1]
+    if ENVELOPE in section:
+        section = section.split(ENVELOPE, 1)[1].split("\n", 1)[1]
+    lines = section.lstrip("\n").splitlines()
     rows = [line for line in lines[: next((i for i, l in enumerate(lines) if not l.startswith("|")), len(lines))]]
     header = [c.strip() for c in rows[0].strip("|").split("|")]
     families = header[1:-1]  # budget | families... | winner

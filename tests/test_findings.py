@@ -176,3 +176,16 @@ def _gradient_ledger(root: Path, relative: list[tuple[float, float]]) -> Ledger:
 ])
 def test_the_gradient_verdict_needs_the_plain_rnn_to_vanish_and_a_gated_family_not_to(tmp_path, relative, verdict):
     assert gradients.claim(_gradient_ledger(tmp_path, relative)).verdict.split(" (")[0] == verdict  # less the families
+
+
+def test_a_later_reports_families_join_the_headline_rows_at_their_budgets():
+    # bug caught: the later sweep's report (the parallel recurrences) left out, so the headline compares
+    # attention with only the classic recurrent families; or its cells linked to the first report
+    ledger = Ledger(ROOT)
+    rows = {r["budget"]: r["cells"] for r in headline.joined_rows(ledger, "Tiny Shakespeare")}
+    later = headline.LATER["Tiny Shakespeare"][0]
+    assert rows[1e11]["mingru"]["source"] == later and rows[1e11]["gpt"]["source"] == headline.CORPORA["Tiny Shakespeare"]
+    assert rows[1e11]["mingru"]["mean"] == 2.342  # the later report's lower envelope at 1e11
+    # a corpus whose later report has not been run keeps its first report's families alone
+    if not ledger.has(headline.LATER["PTB"][0]):
+        assert all("mingru" not in r["cells"] for r in headline.joined_rows(ledger, "PTB"))

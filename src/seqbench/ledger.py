@@ -122,6 +122,10 @@ class Ledger:
                          if p.relative_to(self.root) not in covered]
         self._by_path = {p: r for r in self.records for p in r.paths}
 
+    def has(self, path: str | Path) -> bool:
+        """Whether a record covers `path` (a result that may not have been run yet)."""
+        return Path(path) in self._by_path
+
     def record_of(self, path: str | Path) -> Record:
         path = Path(path)
         if path not in self._by_path:

@@ -40,6 +40,17 @@ def test_a_newer_reports_envelope_is_read_not_its_verdict_table():
     assert frontier_table(newer)[1e11]["mingru"]["loss"] == 2.4
 
 
+def test_a_budget_beyond_a_familys_trained_tiers_is_not_its_result():
+    # bug caught: the envelope's carried-over loss (the 1e12 run's best, repeated at 1e13) read as the
+    # family's 1e13 result, so a tier never run "misses" a target
+    report = ("| family | runs |\n|---|---|\n| ssm 0.053M @ 1e+12 | 1 |\n| mingru 0.053M @ 1e+13 | 1 |\n\n"
+              "## Compute-efficient frontier\n\n| budget (FLOPs) | mingru | ssm | winner |\n|---|---|---|---|\n"
+              "| 1.0e+12 | 1.900 (0.053M, n=1) | 1.845 (0.053M, n=1) | ssm |\n"
+              "| 1.0e+13 | 1.642 (0.053M, n=1) | 1.845 (0.053M, n=1) | mingru |\n")
+    table = frontier_table(report)
+    assert "ssm" in table[1e12] and "ssm" not in table[1e13] and table[1e13]["mingru"]["loss"] == 1.642
+
+
 def test_seeds_and_missing_cells_are_kept_apart():
     table = frontier_table(EXTRA)
     assert table[1e11]["mingru"] == {"loss": 2.4, "sd": 0.01, "size": "0.053M", "n": 2}

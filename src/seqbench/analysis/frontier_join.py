@@ -23,6 +23,7 @@ report's cell has one seed, so has the join's: the page must not read a gap as a
 
 from __future__ import annotations
 
+import math
 import re
 from pathlib import Path
 
@@ -30,6 +31,7 @@ BLOCK = re.compile(r"(<!-- frontier-join ref=(?P<ref>\w+)(?: within=(?P<within>[
                    r"(?P<body>.*?)(<!-- /frontier-join -->)", re.S)
 CELL = re.compile(r"(?P<loss>\d+\.\d+)(?: ± (?P<sd>\d+\.\d+))? \((?P<size>[^,]+), n=(?P<n>\d+)\)")
 SECTION = "## Compute-efficient frontier"
+TRAINED = re.compile(r"^\| (?P<family>\w+) [^|@]*@ (?P<budget>[\d.e+-]+) \|", re.M)  # a per-configuration row
 ENVELOPE = "### Lower envelope"  # reports since the verdict table put the envelope under this subheading
 
 
@@ -40,6 +42,11 @@ def frontier_table(report: str) -> dict[float, dict[str, dict]]:
     like with like."""
     if SECTION not in report:
         raise ValueError(f"no '{SECTION}' section in the report")
+    # a family's envelope carries its best loss on to budgets it never trained to; those cells are not
+    # its result at that budget, so they are left out ("not run"), read from the per-configuration rows
+    trained: dict[str, float] = {}
+    for m in TRAINED.finditer(report.split(SECTION, 1)[0]):
+        trained[m["family"]] = max(trained.get(m["family"], 0.0), float(m["budget"]))
     section = report.split(SECTION, 1)[1]
     if ENVELOPE in section:
         section = section.split(ENVELOPE, 1)[1].split("\n", 1)[1]
@@ -52,7 +59,7 @@ def frontier_table(report: str) -> dict[float, dict[str, dict]]:
         cells = [c.strip() for c in row.strip("|").split("|")]
         out[float(cells[0])] = {}
         for family, cell in zip(families, cells[1:-1]):
-            if m := CELL.fullmatch(cell):
+            if (m := CELL.fullmatch(cell)) and float(cells[0]) <= trained.get(family, math.inf) * 1.05:
                 out[float(cells[0])][family] = {"loss": float(m["loss"]), "sd": float(m["sd"]) if m["sd"] else None,
                                                 "size": m["size"], "n": int(m["n"])}
     return out

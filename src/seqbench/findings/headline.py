@@ -1,6 +1,6 @@
 """Claim 5, the headline: Transformers surpass recurrent networks on language tasks.
 
-Read from the compute-efficient frontier of both corpora (`seqbench.report`'s frontier table in
+Read from the compute-efficient frontier of both corpora (the lower envelope of `seqbench.report`'s frontier table in
 `figures/frontier-<corpus>/report.md`): at each FLOPs budget, the best attention family's validation
 loss against the best recurrent family's. Attention "surpasses" at a budget when it is lower and,
 where both entries have seeds enough for an interval (`seqbench.verdict.interval_of`), the
@@ -13,8 +13,8 @@ not run it holds the families' untuned recipes, so the verdict is "before equal 
 
 from __future__ import annotations
 
-import re
 
+from seqbench.analysis.frontier_join import frontier_table, join
 from seqbench.findings import DOES_NOT_HOLD, HOLDS, HOLDS_ONLY, Claim, conditions_of, family_kind
 from seqbench.verdict import interval_of
 
@@ -28,27 +28,6 @@ FIGURES = [p.replace("report.md", "loss_vs_flops.png") for p in CORPORA.values()
 TUNED = "experiment=tune_frontier"  # the equal-budget search's experiments (tune_frontier, tune_frontier_ptb)
 GPU_RUNS = {"medium": "experiments/records/2026-11-26-h100/zaremba_medium/metrics.json",
             "large": "experiments/records/2026-11-26-h100/zaremba_large/metrics.json"}
-CELL = re.compile(r"(?P<mean>[\d.]+)(?: ± (?P<sd>[\d.]+))? \((?P<size>[^,]+), n=(?P<n>\d+)\)")
-
-
-def frontier_table(text: str) -> list[dict]:
-    """The report's "Compute-efficient frontier" table: one dict per budget, {family: cell} and the winner."""
-    lines = text.split("## Compute-efficient frontier", 1)[1].splitlines()
-    start = next(i for i, line in enumerate(lines) if line.startswith("| budget"))
-    header = [c.strip() for c in lines[start].strip("|").split("|")]
-    out = []
-    for line in lines[start + 2:]:
-        if not line.startswith("|"):
-            break
-        cells = [c.strip() for c in line.strip("|").split("|")]
-        row = {"budget": float(cells[0]), "winner": cells[-1], "cells": {}}
-        for family, cell in zip(header[1:-1], cells[1:-1]):
-            m = CELL.fullmatch(cell)
-            if m:
-                row["cells"][family] = {"mean": float(m["mean"]), "sd": float(m["sd"]) if m["sd"] else None,
-                                        "n": int(m["n"]), "size": m["size"]}
-        out.append(row)
-    return out
 
 
 def seed_spread(text: str) -> tuple[float, str] | None:
@@ -71,22 +50,19 @@ def seed_spread(text: str) -> tuple[float, str] | None:
 
 
 def joined_rows(ledger, corpus: str) -> list[dict]:
-    """The corpus's frontier rows with the later reports' families added at the same budgets; every
+    """The corpus's frontier rows (each report's lower envelope, read by `seqbench.analysis.frontier_join`,
+    the parser the pages use too) with the later reports' families added at the same budgets; every
     cell keeps the report it came from (`source`), so its number links there."""
-    from seqbench.analysis.frontier_join import frontier_table as envelope_of
-
-    rows = frontier_table(ledger.text(CORPORA[corpus]))
-    for row in rows:
-        for cell in row["cells"].values():
-            cell["source"] = CORPORA[corpus]
-    for path in LATER.get(corpus, []):
-        if not ledger.has(path):
+    tables = []
+    for path in [CORPORA[corpus], *LATER.get(corpus, [])]:
+        if path != CORPORA[corpus] and not ledger.has(path):
             continue  # not run (yet): the page lists the corpus's first report alone
-        later = envelope_of(ledger.text(path))
-        for row in rows:
-            for family, c in later.get(row["budget"], {}).items():
-                row["cells"][family] = {"mean": c["loss"], "sd": c["sd"], "n": c["n"], "size": c["size"], "source": path}
-    return rows
+        table = frontier_table(ledger.text(path))
+        for cells in table.values():
+            for family, c in cells.items():
+                cells[family] = {"mean": c["loss"], "sd": c["sd"], "n": c["n"], "size": c["size"], "source": path}
+        tables.append(table)
+    return [{"budget": budget, "cells": cells} for budget, cells in sorted(join(tables).items())]
 
 
 def _budget(b: float) -> str:

@@ -9,6 +9,9 @@ every validation, a line through Python logging (Hydra sends it to the console a
 
 The ETA is the elapsed time scaled by the steps still to go (`trainer.estimated_stepping_batches`,
 so `max_steps`, `max_epochs` and `limit_train_batches` all count), capped by `trainer.max_time`.
+A resumed run counts from its resumption: the clock and the step count start at `on_train_start`,
+which Lightning calls after it restored the checkpoint's loop state (at `on_fit_start` the global step
+is still 0, and a run resumed at step 3,900 of 4,000 would promise to end in a few seconds).
 """
 
 from __future__ import annotations
@@ -36,7 +39,7 @@ class ProgressLog(L.Callback):
         self._start: float | None = None
         self._start_step = 0
 
-    def on_fit_start(self, trainer, pl_module) -> None:
+    def on_train_start(self, trainer, pl_module) -> None:
         self._start, self._start_step = time.perf_counter(), trainer.global_step
 
     def on_validation_end(self, trainer, pl_module) -> None:

@@ -148,8 +148,12 @@ def corpus_windows(group: list[LM], split: str, n: int, seed: int, length: int |
                         f"give runs that share a vocabulary, or one run at a time.")
     contexts = [lm.context for lm in group if lm.context is not None]
     length = max(contexts) if contexts else (length or LENGTH)
+    tokens = sizes.pop()
+    if tokens <= length:
+        raise UserError(f"the {split} split holds {tokens} tokens, too few for windows of {length}; give a shorter "
+                        "--length (corpora without attention models) or a longer split.")
     # ends e with e - length >= 0 and a target at e: sample_targets' positions p in [length, tokens)
-    return sample_targets(sizes.pop(), n, need=length, seed=seed), length
+    return sample_targets(tokens, n, need=length, seed=seed), length
 
 
 def measure_corpus(group: list[LM], split: str, n: int, seed: int, length: int | None,

@@ -117,6 +117,10 @@ def test_the_scored_positions_are_compared_with_a_best_position_chosen_on_other_
     assert result["scored_loss"] == pytest.approx(held[:, 6:].mean().item())
     assert result["gap"] == pytest.approx(curve[6:].mean().item() - 1.40, abs=0.005)
     assert 0 < result["gap_se"] < 0.002
+    banded = wp.eval_against_best(losses, wp.scored_positions(10, 4), band=3)  # means of 3: lowest from 4 (1.423)
+    assert (banded["best_position"], banded["band"]) == (4, 3)
+    assert banded["best_loss"] == pytest.approx(held[:, 4:7].mean().item())
+    assert banded["gap"] == pytest.approx(curve[6:].mean().item() - curve[4:7].mean().item(), abs=0.005)
     assert wp.settles_at(curve) == 2  # the last quarter (1.6, 1.7) averages 1.65: 1.6 is the first below 1.01 x that
     assert wp.settles_at(torch.tensor([5.0, 4.0, 2.0, 1.0, 1.0, 1.0, 1.0, 1.0])) == 3
 

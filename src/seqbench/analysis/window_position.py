@@ -20,12 +20,14 @@ i + 1 tokens read:
 Why: in `experiments/context-usage.md` the Shakespeare Transformer (context 64) scored 1.639 nats
 with 50 characters and 1.669 with its full window. The sliding-window evaluation scores positions
 context - stride .. context - 1 (`data.eval_stride`, default half the context; `seqbench.data.windows`),
-the last half of a window. If the loss rises over the last positions — positions the model sees as
-often as any other, but (with sinusoidal or learned tables) only at the end of a window — that
-evaluation scores the model's worst positions. Reported per attention model: the mean loss over the
-scored positions, the best position, and their difference. The best position is chosen on the even
-windows and the difference is measured on the odd ones (paired standard error), so the minimum of
-L noisy means does not flatter the best position.
+the last half of a window, and context_usage's "k = 50" is position 49 of a 50-token window against
+its full read, position 63 of a 64-token one: the anomaly is a statement about loss by position. If
+the loss rises over a window's last positions (each position is trained equally often, but position i
+only ever with i tokens before it, at one place of the position table), that evaluation scores the
+model's worst positions. Reported per attention model: the mean loss over the scored positions, the
+best band of positions (a sixteenth of the window), and their difference. The band is chosen on the
+even windows and the difference measured on the odd ones (paired standard error), so the minimum of
+many noisy means does not flatter it.
 
 Writes `window_position.csv` (every position of every model), `window_<corpus>.png` (loss against
 position, family colours; the scored positions shaded) and `window_position.md` (the table), and the
@@ -74,6 +76,7 @@ from seqbench.ledger import write_record
 from seqbench.provenance import command_line
 
 LENGTH = 256  # a corpus without attention models: the window issue 36 trains attention models at
+BANDS = 16  # the best positions are a band of a sixteenth of the window (16 positions of 256)
 
 
 # -- the measurement (pure torch on a model with window_logits; tested) -----------------------------
@@ -107,13 +110,16 @@ def scored_positions(context: int, stride: int) -> range:
     return range(context - stride, context)
 
 
-def eval_against_best(losses: torch.Tensor, scored: range) -> dict:
-    """The scored positions' mean against the best position: chosen on the even windows, the paired
-    difference measured on the odd ones (so choosing the minimum of many noisy means does not flatter it)."""
-    best = int(losses[0::2].mean(0).argmin())
+def eval_against_best(losses: torch.Tensor, scored: range, band: int = 1) -> dict:
+    """The scored positions' mean against the best band of `band` consecutive positions: chosen on the
+    even windows, the paired difference measured on the odd ones (choosing the minimum of many noisy
+    means on the same windows would flatter it; a band of a few positions averages their noise)."""
+    means = losses[0::2].mean(0).unfold(0, band, 1).mean(1)  # (L - band + 1,) mean of each band
+    best = int(means.argmin())
     held = losses[1::2]
-    gap, se = paired(held[:, scored.start : scored.stop].mean(1), held[:, best])
-    return {"best_position": best, "best_loss": held[:, best].mean().item(),
+    at_best = held[:, best : best + band].mean(1)
+    gap, se = paired(held[:, scored.start : scored.stop].mean(1), at_best)
+    return {"best_position": best, "band": band, "best_loss": at_best.mean().item(),
             "scored_loss": held[:, scored.start : scored.stop].mean().item(), "gap": gap, "gap_se": se}
 
 
@@ -141,7 +147,8 @@ def measure(lm: LM, inputs: torch.Tensor, targets: torch.Tensor, batch_tokens: i
                "last": loss[-1].item(), "settles_at": settles_at(loss)}
     if lm.context is not None:
         stride = stride_of(lm)
-        summary |= {"stride": stride, **eval_against_best(losses, scored_positions(lm.context, stride))}
+        band = max(1, length // BANDS)
+        summary |= {"stride": stride, **eval_against_best(losses, scored_positions(lm.context, stride), band)}
     return Curve(lm, length, loss, se, summary)
 
 
@@ -208,7 +215,8 @@ def plot_corpus(corpus: str, curves: list[Curve], path: Path) -> None:
         if c.lm.context:
             scored = scored_positions(c.lm.context, c.summary["stride"])
             plateau.axvspan(scored.start - 0.5, scored.stop - 0.5, color=line.get_color(), alpha=0.06)
-            plateau.plot(c.summary["best_position"], c.loss[c.summary["best_position"]], "v", color=line.get_color())
+            best = slice(c.summary["best_position"], c.summary["best_position"] + c.summary["band"])
+            plateau.plot(x[best], c.loss[best], lw=3, color=line.get_color(), alpha=0.6)
     whole.set_xscale("log")
     whole.set_xlabel("tokens read (position i + 1)")
     whole.set_ylabel("mean loss (nats per token)")
@@ -216,7 +224,7 @@ def plot_corpus(corpus: str, curves: list[Curve], path: Path) -> None:
     tail = torch.cat([c.loss[c.length // 8:] for c in curves])
     plateau.set_ylim(tail.min().item() - 0.02, tail.max().item() + 0.02)
     plateau.set_xlabel("position i in the window")
-    plateau.set_title("zoom (band: ± s.e.; shaded: positions the sliding evaluation scores; v: best)", fontsize=9)
+    plateau.set_title("zoom (band: ± s.e.; shaded: positions the sliding evaluation scores; thick: best band)", fontsize=9)
     for ax in (whole, plateau):
         ax.grid(alpha=0.3, which="both")
     whole.legend(fontsize=7)
@@ -230,7 +238,7 @@ def table(curves: list[Curve], split: str) -> str:
     lines = [f"Loss by position in the window, {split} split; nats per token, mean over the same windows for every "
              "model of a corpus.", "",
              "| corpus | family | run | window | windows | loss at position 0 | settles at position | mean over the "
-             "window | last position | evaluation scores | their loss | best position | its loss | scored − best |",
+             "window | last position | evaluation scores | their loss | best positions | their loss | scored − best |",
              "|---|---|---|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|"]
     for c in curves:
         s = c.summary
@@ -238,7 +246,8 @@ def table(curves: list[Curve], split: str) -> str:
                 f"{s['settles_at']} | {s['mean']:.3f} | {s['last']:.3f} |")
         if c.lm.context:
             scored = scored_positions(c.lm.context, s["stride"])
-            head += (f" {scored.start}–{scored.stop - 1} | {s['scored_loss']:.3f} | {s['best_position']} | "
+            best = f"{s['best_position']}–{s['best_position'] + s['band'] - 1}" if s["band"] > 1 else s["best_position"]
+            head += (f" {scored.start}–{scored.stop - 1} | {s['scored_loss']:.3f} | {best} | "
                      f"{s['best_loss']:.3f} | {s['gap']:+.3f} ± {s['gap_se']:.3f} |")
         else:
             head += " – (state carried) | – | – | – | – |"
@@ -246,8 +255,9 @@ def table(curves: list[Curve], split: str) -> str:
     lines += ["", "Attention models read the first `context` tokens of each window in one pass, as in training; "
               "recurrent models read the window from a zero state. 'Settles at': the first position within 1 % of "
               "the mean over the window's last quarter. 'Evaluation scores': the positions the sliding-window "
-              "evaluation scores (context − stride .. context − 1). Best position chosen on the even windows; "
-              "its loss, the scored positions' loss and their paired difference (± s.e.) on the odd ones."]
+              "evaluation scores (context − stride .. context − 1). Best positions: the band of a sixteenth of the "
+              "window with the lowest mean loss on the even windows; its loss, the scored positions' loss and their "
+              "paired difference (± s.e.) on the odd ones."]
     return "\n".join(lines) + "\n"
 
 

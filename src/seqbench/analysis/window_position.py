@@ -207,10 +207,12 @@ def plot_corpus(corpus: str, curves: list[Curve], path: Path) -> None:
     import matplotlib.pyplot as plt
 
     fig, (whole, plateau) = plt.subplots(1, 2, figsize=(12, 4.5))
-    for c in curves:
+    styles = ("-", "--", ":", "-.")  # runs of one family share its colour: told apart by the line
+    for k, c in enumerate(curves):
         x = torch.arange(c.length)
-        line, = whole.plot(x + 1, c.loss, color=colour(c.lm.family), label=label(c, curves), lw=1.2)
-        plateau.plot(x, c.loss, color=line.get_color(), lw=1)
+        style = styles[sum(o.lm.family == c.lm.family for o in curves[:k]) % len(styles)]
+        line, = whole.plot(x + 1, c.loss, style, color=colour(c.lm.family), label=label(c, curves), lw=1.2)
+        plateau.plot(x, c.loss, style, color=line.get_color(), lw=1)
         plateau.fill_between(x, c.loss - c.se, c.loss + c.se, color=line.get_color(), alpha=0.2, lw=0)
         if c.lm.context:
             scored = scored_positions(c.lm.context, c.summary["stride"])

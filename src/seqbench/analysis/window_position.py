@@ -47,7 +47,8 @@ override does it. The frontier's attention presets at 256 tokens, then both anal
     python -m seqbench.analysis.context_usage outputs/multiruns/<shakespeare sweep> \\
         outputs/multiruns/<ptb sweep> --out experiments/figures/context-256
 
-`model=transformer data=shakespeare_char` (or `model=gpt`) alone already trains 256-token windows, the
+Each sweep is the experiment's 3 sizes x 3 budgets per preset; `size=l budget.flops=1e13` narrows it
+to the cell experiments/context-usage.md measured. `model=transformer data=shakespeare_char` (or `model=gpt`) alone already trains 256-token windows, the
 families' default `model.context`; the presets set 64 (Shakespeare) and 128 (PTB). The override keeps a
 preset's windows per step, so a step holds 4x (Shakespeare, 12 x 256) and 2x (PTB, 16 x 256) the tokens
 and a budget buys fewer steps; `data.batch_size=3` (Shakespeare) or `=8` (PTB) keeps the preset's tokens

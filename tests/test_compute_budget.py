@@ -7,10 +7,12 @@ import json
 
 import pytest
 
-from conftest import TINY, TINY_RNN, compose_cfg
-from seqbench.budget import budget_steps
+from conftest import TINY, TINY_RNN, compose_cfg, require_corpus
+from seqbench.budget import apply_compute_budget, budget_steps
 from seqbench.errors import ConfigError
-from seqbench.run import train
+from seqbench.families import FAMILIES
+from seqbench.run import build, train
+from seqbench.tasks.lm import token_nll
 
 TINY_GPT = ["model.n_layer=1", "model.n_head=2", "model.d_model=16", "model.context=16",
             "data.batch_size=4", "data.eval_batch_size=4"]
@@ -72,3 +74,41 @@ def test_warmup_is_capped_at_a_fraction_of_a_short_run():
     capped = warmup_cosine(opt, total_steps=100, warmup_steps=200, max_warmup_fraction=0.1)
     assert capped.lr_lambdas[0].warmup_steps == 10  # not 200: the run would end inside its warmup
     assert warmup_cosine(opt, total_steps=10_000, warmup_steps=200, max_warmup_fraction=0.1).lr_lambdas[0].warmup_steps == 200
+
+
+ATTENTION = [name for name, family in FAMILIES.items() if family.compared and family.cls.lm_batching == "windows"]
+FRONTIERS = {"shakespeare": ("frontier", "tiny_shakespeare"), "ptb": ("frontier_ptb", "ptb")}  # preset folder: experiment, corpus
+
+
+@pytest.mark.parametrize("folder", FRONTIERS)
+@pytest.mark.parametrize("family", ATTENTION)
+def test_one_override_gives_a_frontier_attention_preset_256_token_windows_and_the_budget_counts_them(family, folder,
+                                                                                                      tmp_path):
+    """Issue 36 item 6 trains the attention models on 256-token windows: `model.context=256` on the
+    frontier preset is the whole change. The data then cuts 256-token training windows, the budget
+    buys steps of rows x 256 tokens at the FLOPs per token of a 256-token window, and that count is
+    what torch's FlopCounterMode measures on a training step of the preset's model (the readable
+    attention, which the counter sees into; tests/test_flops.py)."""
+    import torch
+    from torch.utils.flop_counter import FlopCounterMode
+
+    experiment, corpus = FRONTIERS[folder]
+    require_corpus(corpus)
+    cfg = compose_cfg([f"experiment={experiment}", f"preset=frontier/{folder}/{family}", "size=s", "model.context=256",
+                       "model.attn_impl=reference", "budget.flops=1e13", "trainer=cpu", "logger=csv"], tmp_path)
+    dm, model = build(cfg)
+    assert model.context == 256 and dm.train_batch_shape(model) == (cfg.data.batch_size, 256)
+    per_token = model.flops_per_token()
+    assert per_token == model.flops_per_token(256) > model.flops_per_token(64)  # the attention term grows
+    info = apply_compute_budget(cfg, model, dm)
+    assert info["budget/step_flops"] == per_token * cfg.data.batch_size * 256
+    assert cfg.trainer.max_steps == info["budget/max_steps"] == round(1e13 / 10 / info["budget/step_flops"]) * 10
+
+    torch.manual_seed(0)
+    x = torch.randint(model.spec.vocab_size, (1, 257))
+    batch = {"input": x[:, :-1], "target": x[:, 1:], "window": 0}
+    model.train()
+    with FlopCounterMode(display=False) as counter:
+        nll, n = token_nll(model.lm_logits(batch, "train"), batch["target"])
+        (nll / n).backward()
+    assert per_token == pytest.approx(counter.get_total_flops() / 256, rel=0.01)

@@ -226,3 +226,49 @@ def test_the_command_measures_a_parallel_recurrence_under_its_registry_name(fami
     rows = list(csv.DictReader(open(tmp_path / "out" / "context_usage.csv")))
     assert {r["family"] for r in rows} == {family}
     assert [int(r["x"]) for r in rows if r["measure"] == "prefix"] == [1, 8]  # no context limit: every k
+
+
+class PrefixRecorder(torch.nn.Module):
+    """A stand-in LM that records every read it is given and predicts uniformly; `context` None: a
+    recurrent model (it carries a state in the full-context pass), else an attention model."""
+
+    def __init__(self, vocab_size: int, context: int | None) -> None:
+        super().__init__()
+        self.lm_batching = "stream" if context is None else "windows"
+        self.context, self.spec, self.device = context, SimpleNamespace(vocab_size=vocab_size), torch.device("cpu")
+        self.reads = []
+
+    def next_token_logits(self, x: torch.Tensor) -> torch.Tensor:  # (B, L) -> (B, V)
+        self.reads.append(x.clone())
+        return torch.zeros(x.size(0), self.spec.vocab_size)
+
+    def read_on(self, x: torch.Tensor, state=None):
+        return torch.zeros(x.size(0), self.spec.vocab_size), state
+
+
+def test_the_perturbations_sit_at_the_same_absolute_distances_for_every_family():
+    """Khandelwal's shuffle and replace keep the d tokens nearest the target and change those farther
+    than d — the same d, on the same prefix, with the same draws, whatever the family: an attention
+    model is given the whole perturbed prefix and reads its last `context` tokens of it (a d beyond its
+    window leaves what it reads intact), never a prefix cut to its window first, where "d" would count
+    from another origin or some d would be left out."""
+    V, prefix, ds = 9, 20, [2, 5, 10]  # d = 10 lies beyond the attention model's 6-token window
+    stream = torch.randint(0, V, (400,), generator=torch.Generator().manual_seed(0))
+    data = SimpleNamespace(streams={"train": stream, "test": stream})
+    positions = cu.sample_targets(400, 25, need=prefix, seed=0)
+    models = {"attention": PrefixRecorder(V, context=6), "recurrent": PrefixRecorder(V, context=None)}
+    for name, model in models.items():
+        r = cu.measure(cu.LM(name, name, "toy", model, data), "test", positions, ks=[1, 3], prefix=prefix, ds=ds,
+                       seed=0, batch_tokens=10_000)
+        assert [row["d"] for row in r["perturbed"]["shuffle"]] == ds == [row["d"] for row in r["perturbed"]["replace"]]
+    intact = cu.windows(stream, positions, prefix)
+    reads = {name: [x for x in model.reads if x.size(1) == prefix] for name, model in models.items()}
+    for name, prefix_reads in reads.items():
+        assert len(prefix_reads) == 1 + 2 * len(ds), name  # the intact prefix, then shuffle and replace per d
+        assert torch.equal(prefix_reads[0], intact)
+        for j, d in enumerate(ds):
+            for x in prefix_reads[1 + 2 * j : 3 + 2 * j]:
+                kept = (x == intact).all(0)  # (prefix,) columns left as they were in every row
+                assert kept[prefix - d :].all() and not kept[prefix - d - 1], (name, d)
+    for a, b in zip(reads["attention"], reads["recurrent"]):
+        assert torch.equal(a, b)  # the same perturbed prefixes, draw for draw

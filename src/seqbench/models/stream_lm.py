@@ -47,6 +47,11 @@ class StreamLM(SeqModel):
         exactly these T tokens (`seqbench.analysis.context_usage`)."""
         return self.net.last_logits(tokens)[0]
 
+    def window_logits(self, tokens: torch.Tensor) -> torch.Tensor:
+        """tokens (B, T) -> logits (B, T, V) at every position, read from a zero state: position i has
+        read exactly i + 1 tokens (`seqbench.analysis.window_position`)."""
+        return self.net(tokens)[0]
+
     def read_on(self, tokens: torch.Tensor, state=None) -> tuple[torch.Tensor, object]:
         """Continue reading a stream from `state`: tokens (B, T) -> next-token logits (B, V) and the new
         state, so one pass over a split scores chosen positions with everything before them."""

@@ -62,6 +62,13 @@ class WindowedLM(SeqModel):
         (`seqbench.analysis.context_usage` measures how much of them the model uses)."""
         return self.net.last_logits(tokens[:, -self.context:])
 
+    def window_logits(self, tokens: torch.Tensor) -> torch.Tensor:
+        """tokens (B, T <= context) -> logits (B, T, V) at every position of one window, read as in
+        training (`seqbench.analysis.window_position` measures the loss by position)."""
+        if tokens.size(1) > self.context:
+            raise ValueError(f"a window of {tokens.size(1)} tokens is longer than the trained context {self.context}")
+        return self.net(tokens)
+
     def flops_per_token(self, length: int | None = None) -> float | None:
         """On `lm`: at the window length trained on (the attention term grows with it)."""
         return self.net.flops_per_token(length or self.context) if self.spec.task == "lm" else None

@@ -60,3 +60,36 @@ def test_train_sweeps_use_the_process_launcher(cfg_factory=None):
     text = (CONF / "hydra" / "default.yaml").read_text()
     assert "override launcher: process" in text
     assert "hydra_plugins.seqbench_launcher.process_launcher.ProcessLauncher" in (CONF / "hydra" / "launcher" / "process.yaml").read_text()
+
+
+ORPHAN = """
+import os, signal, sys, threading
+sys.path.insert(0, {src!r}); sys.path.insert(0, {tests!r})
+from hydra_plugins.seqbench_launcher.resumable_launcher import run_in_fresh_process
+from launcher_jobs import sleep_then_record
+threading.Timer(1.0, os.kill, (os.getpid(), signal.SIGKILL)).start()  # the launcher dies mid-job
+run_in_fresh_process(sleep_then_record, {pid_file!r}, 2.0)
+"""
+
+
+def test_a_job_whose_launcher_died_exits_when_it_ends(tmp_path):
+    # bug caught: the job's pool worker, orphaned by `kill -- -<pgid>` of a sweep, finished its job (its
+    # checkpoint saved) and then waited forever for a next task, a process left on the machine per job
+    import os
+    import time
+
+    pid_file = tmp_path / "worker.pid"
+    code = ORPHAN.format(src=str(ROOT / "src"), tests=str(ROOT / "tests"), pid_file=str(pid_file))
+    assert subprocess.run([sys.executable, "-c", code], timeout=60).returncode == -9  # SIGKILLed
+    deadline = time.monotonic() + 30
+    while not (pid_file.is_file() and pid_file.read_text().endswith("\n")) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    pid = int(pid_file.read_text())  # the worker finished its job after its launcher died
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return
+        time.sleep(0.2)
+    os.kill(pid, 9)
+    pytest.fail(f"the orphaned job process {pid} was still alive 30 s after its launcher died")

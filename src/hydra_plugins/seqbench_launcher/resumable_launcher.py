@@ -12,12 +12,19 @@ again with the same `hydra.sweep.dir`, the grid expands to the same job numbers 
 
 `scripts/sweep_background.sh` starts such a sweep in the background under a fixed directory, so the
 same command, after a session stop or a reboot, carries on where the sweep was.
+
+A job's process outlives its launcher by design: `kill -- -<pgid>` sends SIGTERM to both, and the job
+saves its `last.ckpt` before it stops. What it must not do is stay: a pool worker whose launcher is
+gone waits forever for its next task (it holds the write end of its own task pipe, so no EOF comes),
+and the orphans pile up across sessions. So a job that finds its launcher gone when it ends exits
+(`run_in_fresh_process`).
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import os
 import pickle
 from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
@@ -50,6 +57,20 @@ def _run_with_threads(payload: bytes, threads: int | None) -> bytes:
 
         torch.set_num_threads(threads)
     return _run_in_child(payload)
+
+
+def _then_exit_if_orphaned(launcher_pid: int, fn, *args):
+    result = fn(*args)
+    if os.getppid() != launcher_pid:  # the launcher died during the job: nobody will read the result
+        os._exit(0)
+    return result
+
+
+def run_in_fresh_process(fn, *args):
+    """`fn(*args)` in a new spawned process, its result returned; the process ends with the call, also
+    when the launcher was killed meanwhile (the module docstring says why that needs saying)."""
+    with ProcessPoolExecutor(max_workers=1, mp_context=get_context("spawn")) as pool:
+        return pool.submit(_then_exit_if_orphaned, os.getpid(), fn, *args).result()
 
 
 class ResumableLauncher(ProcessLauncher):
@@ -91,8 +112,7 @@ class ResumableLauncher(ProcessLauncher):
 
     def _run_one(self, job) -> tuple[int, JobReturn]:
         idx, config, overrides, payload = job
-        with ProcessPoolExecutor(max_workers=1, mp_context=get_context("spawn")) as pool:
-            try:
-                return idx, pickle.loads(pool.submit(_run_with_threads, payload, self.threads_per_job).result())
-            except BrokenProcessPool:
-                return idx, self._died(config, overrides)
+        try:
+            return idx, pickle.loads(run_in_fresh_process(_run_with_threads, payload, self.threads_per_job))
+        except BrokenProcessPool:
+            return idx, self._died(config, overrides)

@@ -8,6 +8,7 @@ import math
 import pytest
 
 from seqbench.analysis import matrix_check
+from seqbench.ledger import Ledger
 
 
 @pytest.mark.parametrize("value, base, higher, expected", [
@@ -42,3 +43,29 @@ def test_a_pair_runs_as_typed_and_is_judged_against_the_majority_class(tmp_path)
     assert 0.0 <= row["result"] <= 1.0  # an accuracy was read back from the run
     assert row["verdict"] == matrix_check.verdict(row["result"], row["baseline"], higher=True)
     assert "`model=gru data=sst2`" in (tmp_path / "matrix_check.md").read_text()
+
+
+def test_models_keeps_only_their_pairs_and_the_table_is_recorded_apart_from_the_runs(tmp_path, monkeypatch):
+    # bugs caught: --models ignored (every pair of the matrix runs), a model with no ✓ pair accepted
+    # silently, the table written beside the runs' checkpoints (not committable), or no ledger record
+    ran = []
+
+    def fake_run(model, data, extra, budget_s, out, data_dir, threads):
+        ran.append((model, data, out))
+        return {"command_s": 0.0, "test/acc": 0.9, "test/loss": 0.1, "test/mse": 0.01, "test/ppl": 10.0, "test/f1": 0.5}
+
+    monkeypatch.setattr(matrix_check, "run_pair", fake_run)
+    monkeypatch.setattr(matrix_check, "baseline", lambda *a: 1.0)
+    model = sorted({m for m, _ in matrix_check.pairs()})[0]
+    rows = matrix_check.main(["--models", model, "--out", str(tmp_path / "runs"), "--report", str(tmp_path / "experiments" / "table"),
+                              "--threads", "1"])
+    expected = {(m, d) for m, d in matrix_check.pairs() if m == model} | {
+        (m, d) for m, d, _ in matrix_check.README_LINES if m == model}
+    assert {(r["model"], r["data"]) for r in rows} == expected and all(o == tmp_path / "runs" for *_, o in ran)
+    assert (tmp_path / "experiments" / "table" / "matrix_check.md").read_text().count("`model=") == len(expected)
+    assert "torch threads per run: 1" in (tmp_path / "experiments" / "table" / "matrix_check.md").read_text()
+    record = Ledger(tmp_path).record_of("experiments/table/matrix_check.csv")
+    assert record.command.startswith("python -m seqbench.analysis.matrix_check --models")
+    assert not (tmp_path / "runs" / "matrix_check.md").exists()
+    with pytest.raises(SystemExit):
+        matrix_check.main(["--models", "no_such_model", "--out", str(tmp_path / "x")])

@@ -15,7 +15,12 @@ images), the training unigram's perplexity (language models), an all-`O` tagger 
 probes' own baselines (copy: log 8 and 1/8; selective copying: log 16; adding: 1/6; recall: 1/8), BLEU 0 for translation, a
 uniform guess over the target vocabulary for span corruption's perplexity, chance for next-sentence
 prediction. Corpora without an offline copy (WikiText-2, CIFAR-10) are skipped unless
-`$SEQBENCH_DATA_DIR` holds them. Writes `matrix_check.csv` and `matrix_check.md` to `--out`.
+`$SEQBENCH_DATA_DIR` holds them. The runs go under `--out`/runs; `matrix_check.csv`, `matrix_check.md`
+and their ledger record (`record.json`: command, commit, CPU, date) go to `--report` (default: `--out`), so
+a page's table can be generated from a folder under `experiments/` without the runs' checkpoints in it:
+
+    python -m seqbench.analysis.matrix_check --models mingru minlstm ssm --budget 60 --threads 1 \
+        --report experiments/figures/matrix-check-parallel      # one family's (or several) ✓ pairs
 """
 
 from __future__ import annotations
@@ -25,7 +30,6 @@ import csv
 import json
 import math
 import os
-import platform
 import subprocess
 import sys
 import time
@@ -34,6 +38,8 @@ from pathlib import Path
 
 from seqbench.analysis.matrix import pairs
 from seqbench.entry import PROJECT_ROOT
+from seqbench.ledger import write_record
+from seqbench.provenance import hardware
 
 # (metric reported, higher is better) per data config
 METRIC = {"lm": ("test/ppl", False), "classification": ("test/acc", True), "image": ("test/acc", True),
@@ -174,10 +180,19 @@ def main(argv: list[str] | None = None) -> list[dict]:
     parser.add_argument("--pairs", nargs="*", help="model:data pairs (default: every ✓ of the matrix)")
     parser.add_argument("--budget", type=int, default=60, help="seconds of training per pair")
     parser.add_argument("--threads", type=int, help="OMP_NUM_THREADS of each run (default: torch's)")
-    parser.add_argument("--out", type=Path, default=Path("outputs/matrix_check"))
+    parser.add_argument("--models", nargs="*", help="only the ✓ pairs of these models (default: all)")
+    parser.add_argument("--out", type=Path, default=Path("outputs/matrix_check"), help="where the runs go")
+    parser.add_argument("--report", type=Path, help="where the table, its CSV and record go (default: --out)")
     args = parser.parse_args(argv)
+    started, report = time.time(), args.report or args.out
+    report.mkdir(parents=True, exist_ok=True)
     data_dir = Path(os.environ.get("SEQBENCH_DATA_DIR", PROJECT_ROOT / "data"))
     todo = [parse_pair(p) for p in args.pairs] if args.pairs else [(m, d, ()) for m, d in pairs()] + README_LINES
+    if args.models:
+        unknown = set(args.models) - {m for m, _, _ in todo}
+        if unknown:
+            parser.error(f"no ✓ pair has the model(s) {sorted(unknown)}")
+        todo = [t for t in todo if t[0] in args.models]
     args.out.mkdir(parents=True, exist_ok=True)
     cache: dict = {}
     rows = []
@@ -198,11 +213,13 @@ def main(argv: list[str] | None = None) -> list[dict]:
         row["verdict"] = verdict(value, row["baseline"], higher)
         rows.append(row)
         print(row, flush=True)
-        _write(rows, args.out)
+        _write(rows, report, args.threads)
+        write_record(report, ["matrix_check.csv", "matrix_check.md"], "python -m seqbench.analysis.matrix_check "
+                     + " ".join(sys.argv[1:] if argv is None else argv), started)
     return rows
 
 
-def _write(rows: list[dict], out: Path) -> None:
+def _write(rows: list[dict], out: Path, threads: int | None = None) -> None:
     keys = ["model", "data", "extra", "task", "metric", "result", "baseline", "verdict", "recipe", "tokens", "budget_s",
             "command_s", "error"]
     with open(out / "matrix_check.csv", "w", newline="") as f:
@@ -210,8 +227,8 @@ def _write(rows: list[dict], out: Path) -> None:
         writer.writeheader()
         writer.writerows(rows)
     fmt = lambda v: "" if v is None else (f"{v:.4g}" if isinstance(v, float) else str(v))  # noqa: E731
-    lines = [f"CPU: {platform.processor() or platform.machine()}, torch threads per run: "
-             f"{os.environ.get('OMP_NUM_THREADS', 'default')}", "",
+    per_run = threads or os.environ.get("OMP_NUM_THREADS", "torch's default")
+    lines = [f"CPU: {hardware().split(', torch')[0]}, torch threads per run: {per_run}", "",
              "| command | metric | result | trivial baseline | verdict |", "|---|---|---:|---:|---|"]
     for r in rows:
         command = " ".join(filter(None, [f"model={r['model']} data={r['data']}", r.get("extra")]))

@@ -174,11 +174,18 @@ def per_family(rows: list[dict]) -> dict:
     return out
 
 
-def main(argv: list[str] | None = None) -> list[dict]:
+def main(argv: list[str] | None = None) -> list:
+    """`<dirs>`: the search's table and `tune.per_family`; `final <dirs> ...`: the final cells' sweeps."""
     from seqbench.report import read_local
 
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["final"]:  # a sweep directory named `final` is written ./final
+        from seqbench.final_cells import main as final
+
+        return final(argv[1:])
     parser = argparse.ArgumentParser(prog="python -m seqbench.tuning",
-                                     description="The equal-budget search's result and cost per family.")
+                                     description="The equal-budget search's result and cost per family "
+                                                 "(`final <dirs> [--sizes <dirs>]`: the final cells' sweeps).")
     parser.add_argument("dirs", nargs="+", type=Path, help="the tuning sweeps' directories")
     args = parser.parse_args(argv)
     rows = summary(read_local(args.dirs))

@@ -75,8 +75,10 @@ def _value(value) -> str:
 def per_family_override(settings: dict[str, dict]) -> str:
     """`tune.per_family={lstm:{lr_scale:2,tokens_per_step:512,size:l},...}` in Hydra's override grammar,
     families in table order."""
-    entries = [f"{family}:{{" + ",".join(f"{k}:{_value(v)}" for k, v in settings[family].items() if v is not None) + "}"
-               for family in order(settings)]
+    def entry(values: dict) -> str:
+        return "{" + ",".join(f"{k}:{_value(v)}" for k, v in values.items() if v is not None) + "}"
+
+    entries = [f"{family}:{entry(settings[family])}" for family in order(settings)]
     return "tune.per_family={" + ",".join(entries) + "}"
 
 
@@ -92,12 +94,13 @@ class Experiment:
         register_resolvers()
         params = OmegaConf.load(path).hydra.sweeper.params
         self.name, self.conf_dir = name, conf_dir
-        self.presets = {p.rsplit("/", 1)[-1]: p for p in str(OmegaConf.to_container(params, resolve=True)["preset"]).split(",")}
-        tables = [list(OmegaConf.load(conf_dir / "preset" / f"{p}.yaml").get("sizes") or {}) for p in self.presets.values()]
+        swept = str(OmegaConf.to_container(params, resolve=True)["preset"]).split(",")
+        self.presets = {p.rsplit("/", 1)[-1]: p for p in swept}
+        tables = [list(OmegaConf.load(conf_dir / "preset" / f"{p}.yaml").get("sizes") or {}) for p in swept]
         if not tables or any(t != tables[0] for t in tables) or not tables[0]:
             raise SystemExit(f"the presets of {name} do not share one `sizes` table: {tables}")
         self.sizes = tables[0]
-        self.frontier = name.removeprefix("tune_")  # tune_frontier_ptb -> frontier_ptb: the tiers and the sweeps' names
+        self.frontier = name.removeprefix("tune_")  # tune_frontier_ptb -> frontier_ptb: its tiers, the sweeps' names
 
     def tiers(self) -> list[float]:
         path = self.conf_dir / "experiment" / f"{self.frontier}.yaml"
@@ -133,16 +136,18 @@ def final_commands(tuned: dict[str, dict], experiment: Experiment, size_runs=Non
         return [f"# size selection: each family's sizes once (seed {first_seed}) with its tuned setting, every tier",
                 command(f"{name}_sizes", experiment, tiers, str(first_seed), tuned,
                         (f"size={','.join(experiment.sizes)}",)),
-                f"# then: python -m seqbench.tuning final <search dirs> --sizes outputs/sweeps/{name}_sizes"]
+                f"# then: python -m seqbench.tuning final <search dirs> --sizes outputs/sweeps/{name}_sizes "
+                f"--corpus-experiment {experiment.name}"]
     chosen = chosen_sizes(size_runs)
     tiers = budgets or sorted({budget for _, budget in chosen})
     lines = []
     for budget in tiers:
         settings = {f: {**tuned[f], "size": chosen[(f, budget)]} for f in order(tuned) if (f, budget) in chosen}
         missing = [f for f in order(tuned) if (f, budget) not in chosen]
-        lines.append(f"# {flops_text(budget)} FLOPs: the size with the lowest selection loss (seed {first_seed}): "
-                     + ", ".join(f"{f} {s['size']}" for f, s in settings.items())
-                     + (f"; no completed size run, left out: {', '.join(missing)}" if missing else ""))
+        said = [f"the size with the lowest selection loss (seed {first_seed}): "
+                + ", ".join(f"{f} {s['size']}" for f, s in settings.items())] if settings else []
+        said += [f"no completed size run, left out: {', '.join(missing)}"] if missing else []
+        lines.append(f"# {flops_text(budget)} FLOPs: " + "; ".join(said))
         if settings:
             lines.append(command(f"{name}_seeds_{flops_text(budget)}", experiment, [budget], seeds, settings))
     return lines
@@ -152,8 +157,8 @@ def main(argv: list[str] | None = None) -> list[str]:
     from seqbench.report import read_local
     from seqbench.tuning import per_family, summary
 
-    parser = argparse.ArgumentParser(prog="python -m seqbench.tuning final",
-                                     description="The final cells' sweeps: sizes by one seed, then seeds for the chosen size.")
+    parser = argparse.ArgumentParser(prog="python -m seqbench.tuning final", description="The final cells' sweeps: "
+                                     "sizes by one seed, then seeds for the size chosen at each tier.")
     parser.add_argument("dirs", nargs="+", type=Path, help="the search's sweep directories (the tuned settings)")
     parser.add_argument("--sizes", nargs="+", type=Path, help="the size-selection sweep's directories")
     parser.add_argument("--corpus-experiment", default="tune_frontier", help="tune_frontier or tune_frontier_ptb")
@@ -161,10 +166,15 @@ def main(argv: list[str] | None = None) -> list[str]:
     parser.add_argument("--budgets", help="tiers, e.g. 1e11,1e12 (default: the size runs', else the frontier's)")
     parser.add_argument("--name", help="sweep name prefix (default: <frontier experiment>_tuned)")
     args = parser.parse_args(argv)
-    tuned = per_family(summary(read_local(args.dirs)))
+    rows = summary(read_local(args.dirs))
+    tuned = per_family(rows)
     if not tuned:
         raise SystemExit(f"no completed search trial under {', '.join(map(str, args.dirs))}")
-    lines = final_commands(tuned, Experiment(args.corpus_experiment), read_local(args.sizes) if args.sizes else None,
-                           args.seeds, [float(b) for b in args.budgets.split(",")] if args.budgets else None, args.name)
+    # a search still running gives its best so far: the trials say how far each family got
+    lines = ["# the search's best setting per family, from (trials, failed): "
+             + ", ".join(f"{r['family']} ({r['trials']}, {r['failed']})" for r in rows)]
+    budgets = [float(b) for b in args.budgets.split(",")] if args.budgets else None
+    size_runs = read_local(args.sizes) if args.sizes else None
+    lines += final_commands(tuned, Experiment(args.corpus_experiment), size_runs, args.seeds, budgets, args.name)
     print("\n".join(lines))
     return lines

@@ -8,6 +8,7 @@ from omegaconf import OmegaConf
 
 from conftest import compose_cfg
 from seqbench.data.spec import TaskSpec
+from seqbench.errors import ConfigError
 from seqbench.families import compared
 from seqbench.report import Run
 from seqbench.run import instantiate
@@ -97,3 +98,16 @@ def test_the_search_summary_counts_trials_and_cost_and_picks_on_selection(tmp_pa
     assert rows["gpt"]["best"] == {"lr_scale": 1, "tokens_per_step": 256}
     assert per_family(list(rows.values())) == {"lstm": {"lr_scale": 2, "tokens_per_step": 512},
                                                 "gpt": {"lr_scale": 1, "tokens_per_step": 256}}
+
+
+def test_a_family_s_chosen_size_builds_that_size_and_a_bad_one_fails_first(tmp_path):
+    # bug caught: per_family's size ignored, or applied after the dimensions were resolved (m's 112 units)
+    cfg = _compose("tune_frontier", "lstm", tmp_path, "tune.per_family={lstm:{size:l}}")
+    record = apply_tuning(cfg)
+    model = instantiate(cfg.model, "model", spec=TaskSpec("lm", vocab_size=65))
+    assert model.hparams.hidden_size == 221 == cfg.sizes.l.hidden and record["tune/size"] == "l"
+    other = _compose("tune_frontier", "gpt", tmp_path, "tune.per_family={lstm:{size:l}}")
+    assert apply_tuning(other)["tune/size"] == "m"  # another family's entry leaves the sweep's size
+    bad = _compose("tune_frontier", "lstm", tmp_path, "tune.per_family={lstm:{size:xl}}")
+    with pytest.raises(ConfigError, match=r"size=xl is not one of this preset's sizes: s, m, l\."):
+        apply_tuning(bad)

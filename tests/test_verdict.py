@@ -89,6 +89,18 @@ def test_sizes_are_chosen_on_validation_and_scored_on_test():
     assert v.winner == "gpt"
 
 
+
+def test_the_cell_that_got_the_further_seeds_is_the_family_s_entry():
+    # bug caught: a size run once (1.58) beside the chosen size's three seeds (mean 1.59) taken for its
+    # lower loss: one seed, no interval, and the verdict a tie where lstm [1.4703, 1.5697] lies below
+    # gpt [1.6852, 1.7348]
+    runs = (_seeds("lstm", 1000, 1e12, [1.58])
+            + _seeds("lstm", 9000, 1e12, [1.55, 1.60, 1.62], [1.50, 1.52, 1.54])
+            + _seeds("gpt", 1000, 1e12, [1.70, 1.71, 1.72]))
+    v = verdict.verdict(verdict.cells(runs), 1e12)
+    assert (v.entries["lstm"].params, v.entries["lstm"].interval.n) == (9000, 3)
+    assert v.winner == "lstm"
+
 def test_the_report_puts_the_verdict_table_first(tmp_path):
     from seqbench import report
 

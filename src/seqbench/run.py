@@ -102,13 +102,14 @@ def train(cfg: DictConfig, output_dir: Path, choices: dict | None = None, overri
     precision = torch.get_float32_matmul_precision()  # the run's setting is the run's: restored after it
     try:
         log_once()
+        # tune: the family's size, the search's lr, schedule and clipping; before the config is shown and resolved
+        metrics.update(apply_tuning(cfg))
         if _is_rank_zero():
             show_config(cfg, output_dir)
         log.info(describe_recipe(cfg))
         if cfg.get("seed") is not None:
             L.seed_everything(cfg.seed, workers=True)
         torch.set_float32_matmul_precision(cfg.get("matmul_precision", "high"))
-        metrics.update(apply_tuning(cfg))  # tune: the same search's lr, schedule and clipping for every family
         datamodule, model = build(cfg, choices)
         metrics.update(apply_tokens_per_step(cfg, model, datamodule))  # before the budget counts a step's tokens
         metrics.update(apply_compute_budget(cfg, model, datamodule))  # sets the trainer's steps from budget.flops

@@ -16,8 +16,19 @@ this block, applied to the composed config before anything is built:
   at its budget (a cosine over `max_steps`, which `budget.flops` sets), not a per-epoch decay that a
   short budget never reaches.
 - `gradient_clip_val`: one clipping norm for every family where set.
-- `per_family`: `{family: {lr_scale, tokens_per_step}}`, the tuned setting of each family
-  (`python -m seqbench.tuning <sweep dirs>` prints it), for the runs that use the search's result.
+- `per_family`: `{family: {lr_scale, tokens_per_step, size}}`, the tuned setting of each family
+  (`python -m seqbench.tuning <sweep dirs>` prints it), for the runs that use the search's result;
+  `size` (one of the frontier preset's `sizes` keys) replaces the run's `size`, so one sweep over the
+  families trains each at its own chosen size.
+
+Commands:
+
+    python -m seqbench.tuning <search sweep dirs>       # trials, cost, best setting per family
+    python -m seqbench.tuning final <search sweep dirs> [--sizes <size-selection sweep dirs>]
+
+`final` (`seqbench.final_cells`) prints the final cells' sweeps: without `--sizes`, the one that runs
+every size once (seed 1234) with the tuned settings; with it, one per budget tier that runs seeds 2
+and 3 of each family's size chosen at that tier on the selection loss.
 
 What was applied goes into `metrics.json` as `tune/...`, so the search's summary (and its cost:
 trials and wall time per family) is read from the runs alone.
@@ -37,27 +48,46 @@ from seqbench.errors import ConfigError
 from seqbench.families import family_of, order
 
 SEARCHED = ("lr_scale", "tokens_per_step")
+PER_FAMILY = (*SEARCHED, "size")  # a family's entry of tune.per_family: the search's result and its chosen size
 
 
 def settings(cfg: DictConfig) -> dict:
-    """The searched values this run uses: the sweep's, or its family's entry of `tune.per_family`."""
+    """The searched values this run uses (the sweep's, or its family's entry of `tune.per_family`), and
+    `size` where that entry chooses one."""
     tune = cfg.get("tune") or {}
     out = {k: tune.get(k) for k in SEARCHED}
     own = (tune.get("per_family") or {}).get(family_of(cfg.model)) or {}
-    unknown = set(own) - set(SEARCHED)
+    unknown = set(own) - set(PER_FAMILY)
     if unknown:
-        raise ConfigError(f"tune.per_family sets {sorted(unknown)}; it takes only {', '.join(SEARCHED)}.")
+        raise ConfigError(f"tune.per_family sets {sorted(unknown)}; it takes only {', '.join(PER_FAMILY)}.")
     return {**out, **{k: v for k, v in own.items() if v is not None}}
 
 
+def _apply_size(cfg: DictConfig, size) -> dict:
+    """`tune.per_family.<family>.size` replaces `size` before anything reads the preset's
+    `${sizes.${size}...}` dimensions; a size the preset's table lacks stops here, not in the model."""
+    sizes = cfg.get("sizes")
+    if size is not None:
+        if sizes is None:
+            raise ConfigError(f"tune.per_family.{family_of(cfg.model)}.size={size} picks a size of a frontier "
+                              f"preset, and this config has no `sizes` table (preset=frontier/<corpus>/<family>).")
+        cfg.size = str(size)
+    if sizes is None or cfg.get("size") is None:
+        return {}
+    if str(cfg.size) not in sizes:
+        raise ConfigError(f"size={cfg.size} is not one of this preset's sizes: {', '.join(map(str, sizes))}.")
+    return {"tune/size": str(cfg.size)}
+
+
 def apply_tuning(cfg: DictConfig) -> dict:
-    """Scale the learning rate, replace the schedule and the clipping (before the model is built);
-    returns what metrics.json records."""
+    """Set the family's size, scale the learning rate, replace the schedule and the clipping (before
+    the config is shown or the model built); returns what metrics.json records."""
     tune = cfg.get("tune")
     if not tune:
         return {}
-    chosen, record = settings(cfg), {}
+    chosen = settings(cfg)
     with open_dict(cfg):
+        record = _apply_size(cfg, chosen.get("size"))
         if chosen["lr_scale"] is not None:
             recipe = float(cfg.model.optimizer.lr)
             cfg.model.optimizer.lr = recipe * float(chosen["lr_scale"])
@@ -144,11 +174,18 @@ def per_family(rows: list[dict]) -> dict:
     return out
 
 
-def main(argv: list[str] | None = None) -> list[dict]:
+def main(argv: list[str] | None = None) -> list:
+    """`<dirs>`: the search's table and `tune.per_family`; `final <dirs> ...`: the final cells' sweeps."""
     from seqbench.report import read_local
 
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["final"]:  # a sweep directory named `final` is written ./final
+        from seqbench.final_cells import main as final
+
+        return final(argv[1:])
     parser = argparse.ArgumentParser(prog="python -m seqbench.tuning",
-                                     description="The equal-budget search's result and cost per family.")
+                                     description="The equal-budget search's result and cost per family "
+                                                 "(`final <dirs> [--sizes <dirs>]`: the final cells' sweeps).")
     parser.add_argument("dirs", nargs="+", type=Path, help="the tuning sweeps' directories")
     args = parser.parse_args(argv)
     rows = summary(read_local(args.dirs))

@@ -10,7 +10,10 @@ This module answers the question the tables ask with the rule Melis et al. (2018
   (its test loss, on data selection never saw: PTB's test split, Tiny Shakespeare's held-out half
   with `data.heldout_score=true`; the selection loss itself where a run has no test);
 - at a budget, each family's entry is its cell *trained to that budget* whose **mean selection
-  loss** is lowest (sizes compete on validation, never on the score);
+  loss** is lowest (sizes compete on validation, never on the score) among its cells with the most
+  seeds: the final cells (`seqbench.final_cells`) run every size once and give further seeds only to
+  the size chosen on that first seed, so a one-seed size beside it was already passed over, and its
+  single loss against the chosen cell's mean would be the minimum over noisy points again;
 - the entry reports its score as mean ± sample sd and a **95 % t-interval over seeds**
   (mean ± t(0.975, n-1) sd/√n; one seed has no interval);
 - the family with the lowest mean score **wins only when its interval lies below every other
@@ -116,9 +119,12 @@ class Verdict:
 
 def verdict(cs: list[Cell], budget: float) -> Verdict:
     """Each family's cell at `budget` chosen on mean selection loss; the winner, or the tie."""
+    def rank(c: Cell) -> tuple:
+        return -len(c.selection), c.selected_by  # the most seeds first (the chosen cell), then validation
+
     entries: dict[str, Cell] = {}
     for c in cs:
-        if c.budget == budget and (c.family not in entries or c.selected_by < entries[c.family].selected_by):
+        if c.budget == budget and (c.family not in entries or rank(c) < rank(entries[c.family])):
             entries[c.family] = c
     if not entries:
         return Verdict(budget, entries, None, [])
@@ -151,7 +157,7 @@ def table(cs: list[Cell], budgets: list[float] | None = None) -> tuple[str, list
         call = v.winner or (f"tie ({', '.join(order(v.tied))})" if len(v.tied) > 1 else "–")
         lines.append(f"| {v.budget:.1e} | " + " | ".join(_cell_text(v.entries.get(f)) for f in names) + f" | {call} |")
     lines += ["", "Each family's configuration trained to the budget with the lowest mean validation loss over "
-              "seeds (sizes are chosen on validation); its score is the test loss of the tested checkpoint "
+              "seeds, among those with the most seeds (sizes are chosen on validation); its score is the test loss of the tested checkpoint "
               "(\"no test\": the validation loss again) in nats per token: mean ± sd [95 % t-interval] "
               "(non-embedding parameters, seeds). A winner is named only where its interval lies below every "
               "other family's; otherwise the families whose intervals overlap the best one's tie."]

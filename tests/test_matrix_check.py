@@ -47,7 +47,8 @@ def test_a_pair_runs_as_typed_and_is_judged_against_the_majority_class(tmp_path)
 
 def test_models_keeps_only_their_pairs_and_the_table_is_recorded_apart_from_the_runs(tmp_path, monkeypatch):
     # bugs caught: --models ignored (every pair of the matrix runs), a model with no ✓ pair accepted
-    # silently, the table written beside the runs' checkpoints (not committable), or no ledger record
+    # silently, the table written beside the runs' checkpoints (not committable), no ledger record, or a
+    # skipped last pair missing from the table (it was written only after a pair that ran)
     ran = []
 
     def fake_run(model, data, extra, budget_s, out, data_dir, threads):
@@ -55,8 +56,15 @@ def test_models_keeps_only_their_pairs_and_the_table_is_recorded_apart_from_the_
         return {"command_s": 0.0, "test/acc": 0.9, "test/loss": 0.1, "test/mse": 0.01, "test/ppl": 10.0, "test/f1": 0.5}
 
     monkeypatch.setattr(matrix_check, "run_pair", fake_run)
-    monkeypatch.setattr(matrix_check, "baseline", lambda *a: 1.0)
     model = sorted({m for m, _ in matrix_check.pairs()})[0]
+    last_data = [d for m, d in matrix_check.pairs() if m == model][-1]
+
+    def fake_baseline(data, *a):
+        if data == last_data:  # the last pair's corpus is missing: skipped, and still a row of the table
+            raise FileNotFoundError("no offline copy")
+        return 1.0
+
+    monkeypatch.setattr(matrix_check, "baseline", fake_baseline)
     rows = matrix_check.main(["--models", model, "--out", str(tmp_path / "runs"), "--report", str(tmp_path / "experiments" / "table"),
                               "--threads", "1"])
     expected = {(m, d) for m, d in matrix_check.pairs() if m == model} | {

@@ -205,6 +205,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
         except Exception as exc:  # a corpus not available here: the pair is skipped, and says why
             rows.append({**row, "result": None, "verdict": f"skipped: {type(exc).__name__}: {exc}".split("\n")[0]})
             print(rows[-1], flush=True)
+            _write(rows, report, args.threads)  # a skipped pair is a row too, also the last one
             continue
         metrics = run_pair(model, data, extra, args.budget, args.out, data_dir, args.threads)
         value = metrics.get(name)

@@ -257,6 +257,23 @@ def expand(paths: list[Path]) -> list[tuple[Path, Path]]:
     return found
 
 
+def load_all(paths: list[Path]) -> list[LM]:
+    """Every checkpoint the paths name (runs, sweeps, .ckpt files), in order; runs of one corpus share
+    its data module, so the corpus is read once."""
+    register_resolvers()
+    datamodules: dict = {}
+    return [load_lm(run_dir, ckpt, datamodules) for run_dir, ckpt in expand(paths)]
+
+
+def group_by_corpus(lms: list[LM]) -> dict[str, list[LM]]:
+    """The models of each corpus, in the order given: the measurements compare a corpus's models on the
+    same sampled positions."""
+    by_corpus: dict[str, list[LM]] = {}
+    for lm in lms:
+        by_corpus.setdefault(lm.corpus, []).append(lm)
+    return by_corpus
+
+
 def load_lm(run_dir: Path, ckpt: Path, datamodules: dict) -> LM:
     """The run's model with the checkpoint's weights, and its data (one DataModule per identical data config)."""
     import hydra
@@ -377,12 +394,8 @@ def main(argv: list[str] | None = None) -> dict:
         raise UserError("--ks, --ds, --prefix, --targets and --batch-tokens must be positive.")
 
     started = time.time()
-    register_resolvers()
-    datamodules: dict = {}
-    lms = [load_lm(run_dir, ckpt, datamodules) for run_dir, ckpt in expand(args.paths)]
-    by_corpus: dict[str, list[LM]] = {}
-    for lm in lms:
-        by_corpus.setdefault(lm.corpus, []).append(lm)
+    lms = load_all(args.paths)
+    by_corpus = group_by_corpus(lms)
     args.out.mkdir(parents=True, exist_ok=True)
     n_targets = {}
     for corpus, group in by_corpus.items():

@@ -69,8 +69,8 @@ from pathlib import Path
 
 import torch
 
-from seqbench.analysis.context_usage import LM, WITHIN, expand, load_lm, paired, sample_targets, windows
-from seqbench.entry import register_resolvers, run_command
+from seqbench.analysis.context_usage import LM, WITHIN, group_by_corpus, load_all, paired, sample_targets, windows
+from seqbench.entry import run_command
 from seqbench.errors import UserError
 from seqbench.families import colour
 from seqbench.ledger import write_record
@@ -280,12 +280,7 @@ def main(argv: list[str] | None = None) -> dict:
                         "--batch-tokens and --length positive.")
 
     started = time.time()
-    register_resolvers()
-    datamodules: dict = {}
-    lms = [load_lm(run_dir, ckpt, datamodules) for run_dir, ckpt in expand(args.paths)]
-    by_corpus: dict[str, list[LM]] = {}
-    for lm in lms:
-        by_corpus.setdefault(lm.corpus, []).append(lm)
+    by_corpus = group_by_corpus(load_all(args.paths))
     args.out.mkdir(parents=True, exist_ok=True)
     curves = []
     for corpus, group in by_corpus.items():

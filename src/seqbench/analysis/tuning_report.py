@@ -34,7 +34,8 @@ from seqbench.provenance import utc_now
 COLUMNS = {"job": "job", "corpus": "corpus", "family": "family", "size": "size", "params": "params_non_embedding",
            "budget": "budget_flops", "lr_scale": "lr_scale", "recipe_lr": "recipe_lr", "lr": "lr",
            "tokens_grid": "tokens_per_step_grid", "tokens_per_step": "tokens_per_step", "steps": "steps",
-           "selected_on": "selected_on", "loss": "val_loss_best", "status": "status", "wall_time_s": "wall_time_s"}
+           "selected_on": "selected_on", "loss": "val_loss_best", "status": "status", "wall_time_s": "wall_time_s",
+           "hardware": "hardware", "git_commit": "git_commit"}
 
 
 def write_csv(trials: list[Trial], path: Path) -> Path:
@@ -108,6 +109,10 @@ def notes(found: list[Search], read_at: str, sources: list[str], with_untuned: b
     cost = sum(s.wall_time_s for s in found)
     lines.append(f"Search cost: {cost:,.0f} s ({cost / 3600:.2f} h) of summed wall time over the finished trials; "
                  "a job resumed after a stop counts only its last segment.")
+    machines = sorted({t.hardware for s in found for t in s.trials if t.hardware})
+    commits = sorted({t.git_commit for s in found for t in s.trials if t.git_commit})
+    if machines:
+        lines.append(f"Search trials ran on {'; '.join(machines)}, code at git {', '.join(commits) or 'not recorded'}.")
     if with_untuned:
         compared = [s for s in found if s.tuned_beats_untuned is not None]
         lines.append(f"Search against the untuned recipe: tuned beats untuned for {sum(s.tuned_beats_untuned for s in compared)} "

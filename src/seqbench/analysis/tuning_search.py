@@ -138,5 +138,5 @@ def searches(trials: list[Trial], plans: dict[tuple[str, str], set[Point]] | Non
 
 def edge_families(found: list[Search]) -> dict[str, list[str]]:
     """family -> the edges its best lies on, for the families whose best lies on one."""
-    return {f"{s.family}" + (f" ({s.size}, {s.budget:g} FLOPs)" if s.budget else ""): s.edges()
+    return {f"{s.family}" + (f" ({s.size}, {s.budget:g} FLOPs)".replace("e+", "e") if s.budget else ""): s.edges()
             for s in found if s.edges()}

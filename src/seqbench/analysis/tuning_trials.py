@@ -60,6 +60,8 @@ class Trial:
     loss: float | None = None      # the best validation loss (val/loss_best), on `selected_on`
     selected_on: str = VALIDATION
     wall_time_s: float | None = None
+    hardware: str | None = None    # the machine and the code the trial ran on (metrics.json)
+    git_commit: str | None = None
 
     @property
     def finished(self) -> bool:
@@ -137,7 +139,7 @@ def read_job(job: Path, sweep: Path) -> Trial:
         lr=_float(m.get("tune/lr")), steps=_int(m.get("budget/max_steps")),
         loss=_float(loss) if loss is not None and math.isfinite(float(loss)) else None,
         selected_on=SELECTION_HALF if data.get("heldout_score") else VALIDATION,
-        wall_time_s=_float(m.get("wall_time_s")))
+        wall_time_s=_float(m.get("wall_time_s")), hardware=m.get("hardware"), git_commit=m.get("git_commit"))
 
 
 def _crashed(sweep: Path) -> dict[str, dict]:

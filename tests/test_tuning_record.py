@@ -117,13 +117,15 @@ def test_a_running_trial_is_counted_as_not_finished_and_a_crashed_or_diverged_on
 
 
 def test_the_untuned_baseline_is_compared_with_the_right_sign_and_grouped_by_its_model(tmp_path):
-    # bug caught: the difference taken untuned - tuned (a worse search reads as a gain), or the
-    # baseline's runs (no tune/lr_scale, no tune/tokens_per_step) grouped nowhere
+    # bug caught: the difference taken untuned - tuned (a worse search reads as a gain), the
+    # baseline's runs (no tune/lr_scale, no tune/tokens_per_step) grouped nowhere, or a tuned run
+    # in the baseline's sweep averaged into the untuned loss
     sweep, base = tmp_path / "search", tmp_path / "untuned"
     grid(sweep, LSTM, [1, 2], [256, 512], {(2, 256): 6.0})
     grid(sweep, GPT, [1, 2], [256, 512], {(1, 512): 6.0}, start=4)
     job(base, 0, LSTM, None, None, loss=6.5)  # the recipe: lr as it is, its own batch
     job(base, 1, GPT, None, None, loss=5.9)
+    job(base, 2, LSTM, 2, None, loss=1.0)  # not the recipe (lr x 2): not a baseline run
     found = {s.family: s for s in searches(read_trials([sweep]), untuned=read_trials([base]))}
     assert found[LSTM].gain == pytest.approx(-0.5) and found[LSTM].tuned_beats_untuned is True
     assert found[GPT].gain == pytest.approx(0.1) and found[GPT].tuned_beats_untuned is False

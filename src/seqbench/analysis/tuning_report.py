@@ -34,7 +34,7 @@ from seqbench.provenance import utc_now
 COLUMNS = {"job": "job", "corpus": "corpus", "family": "family", "size": "size", "params": "params_non_embedding",
            "budget": "budget_flops", "lr_scale": "lr_scale", "recipe_lr": "recipe_lr", "lr": "lr",
            "tokens_grid": "tokens_per_step_grid", "tokens_per_step": "tokens_per_step", "steps": "steps",
-           "selected_on": "selected_on", "loss": "val_loss_best", "status": "status", "wall_time_s": "wall_time_s",
+           "selected_on": "selected_on", "loss": "val_loss_best", "status": "status", "wall_time_s": "wall_time_s", "schedule": "schedule",
            "hardware": "hardware", "git_commit": "git_commit"}
 
 
@@ -115,6 +115,9 @@ def notes(found: list[Search], read_at: str, sources: list[str], with_untuned: b
         lines.append(f"Search trials ran on {'; '.join(machines)}, code at git {', '.join(commits) or 'not recorded'}.")
     if with_untuned:
         compared = [s for s in found if s.tuned_beats_untuned is not None]
+        unmatched = [s.family for s in found if s.best is not None and s.untuned_loss is None]
+        if unmatched:
+            lines.append(f"Search without an untuned run at the same size, budget and selection data: {', '.join(unmatched)}.")
         lines.append(f"Search against the untuned recipe: tuned beats untuned for {sum(s.tuned_beats_untuned for s in compared)} "
                      f"of {len(compared)} families with both; the best of many single-seed trials against the "
                      "recipe's run, so a small gain may be the trials' noise.")

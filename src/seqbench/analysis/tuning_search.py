@@ -11,8 +11,9 @@ knows its edges before it reaches them.
 - **Edge:** the best lies on an edge when its rate is the grid's lowest or highest, or its tokens per
   step the fewest or most; an axis with a single value was not searched and has no edge. The protocol's
   rule: if any family's best lies on an edge, the grid is extended beyond it for every family.
-- **Untuned:** the same family's completed runs of its own recipe (lr x 1, its own batch and schedule)
-  at the same corpus, size and budget, selected on the same data; the difference is tuned minus
+- **Untuned:** the same family's completed runs of its own recipe (lr x 1, its own batch and schedule;
+  a run of the baseline sweep that set any of them is left out) at the same corpus, size and budget,
+  selected on the same data; the difference is tuned minus
   untuned, so a negative one is the search's gain.
 """
 
@@ -128,7 +129,7 @@ def searches(trials: list[Trial], plans: dict[tuple[str, str], set[Point]] | Non
         if not mine:
             groups[(corpus, family, None, None)] = Search(corpus, family, None, None, planned=set(points))
     for run in untuned:
-        if key_of(run) in groups:
+        if run.untuned and key_of(run) in groups:
             groups[key_of(run)].untuned.append(run)
     corpora = list(dict.fromkeys(s.corpus for s in groups.values()))
     rank = {name: i for i, name in enumerate(order({s.family for s in groups.values()}))}

@@ -60,12 +60,18 @@ class Trial:
     loss: float | None = None      # the best validation loss (val/loss_best), on `selected_on`
     selected_on: str = VALIDATION
     wall_time_s: float | None = None
+    schedule: str | None = None    # the one schedule that replaced the recipe's (tune/schedule), if any
     hardware: str | None = None    # the machine and the code the trial ran on (metrics.json)
     git_commit: str | None = None
 
     @property
     def finished(self) -> bool:
         return self.status in FINISHED
+
+    @property
+    def untuned(self) -> bool:
+        """The recipe as it is: lr x 1 (or unset), its own tokens per step and schedule."""
+        return self.lr_scale in (None, 1.0) and self.tokens_grid is None and self.schedule is None
 
     @property
     def candidate(self) -> bool:
@@ -139,7 +145,8 @@ def read_job(job: Path, sweep: Path) -> Trial:
         lr=_float(m.get("tune/lr")), steps=_int(m.get("budget/max_steps")),
         loss=_float(loss) if loss is not None and math.isfinite(float(loss)) else None,
         selected_on=SELECTION_HALF if data.get("heldout_score") else VALIDATION,
-        wall_time_s=_float(m.get("wall_time_s")), hardware=m.get("hardware"), git_commit=m.get("git_commit"))
+        wall_time_s=_float(m.get("wall_time_s")), schedule=m.get("tune/schedule"), hardware=m.get("hardware"),
+        git_commit=m.get("git_commit"))
 
 
 def _crashed(sweep: Path) -> dict[str, dict]:

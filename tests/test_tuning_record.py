@@ -95,7 +95,9 @@ def test_a_partial_search_takes_its_edges_and_not_started_count_from_the_planned
     assert set(plans) == {("ptb", f) for f in compared()}  # the registry's families, from the resolver
     found = {s.family: s for s in searches(read_trials([sweep]), plans)}
     assert found[LSTM].lr_axis == [0.5, 1, 2, 4]  # the command line's axis wins over the experiment's
-    assert found[LSTM].edges() == [] and found[LSTM].not_started == 6
+    assert found[LSTM].edges() == [] and found[LSTM].not_started == 6 and not found[LSTM].complete
+    md = summary_md(list(found.values()), "now", [sweep.name], False)
+    assert f"| {LSTM} | 1 | 1 | 512 | 501 | 5.000 | 7.000 | no (so far) |" in md  # a partial family's edge is provisional
     assert found[GPT].trials == [] and found[GPT].not_started == 12
 
 

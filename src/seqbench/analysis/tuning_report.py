@@ -74,6 +74,13 @@ def loss_name(found: list[Search]) -> str:
     return on[0] if len(on) == 1 else "selection data: see trials.csv"
 
 
+def _edge(s: Search) -> str:
+    """The edges the best lies on ("no": inside), "so far" while the family's search runs."""
+    if s.best is None:
+        return "–"
+    return (", ".join(s.edges()) or "no") + ("" if s.complete else " (so far)")
+
+
 def best_table(found: list[Search], with_untuned: bool) -> list[str]:
     data = loss_name(found)
     head = ["family", "best lr x", "best lr", "tokens/step (grid)", "tokens/step (used)", f"best loss ({data})",
@@ -85,7 +92,7 @@ def best_table(found: list[Search], with_untuned: bool) -> list[str]:
         b = s.best
         row = [s.family, f"{b.lr_scale:g}" if b else "–", f"{b.lr:g}" if b and b.lr is not None else "–",
                b.tokens_grid if b else "–", b.tokens_per_step if b else "–", _loss(b.loss if b else None),
-               _loss(s.median_loss), ", ".join(s.edges()) or ("no" if b else "–")]
+               _loss(s.median_loss), _edge(s)]
         if with_untuned:
             beats = s.tuned_beats_untuned
             row += [_loss(s.untuned_loss), "–" if s.gain is None else f"{s.gain:+.3f}",

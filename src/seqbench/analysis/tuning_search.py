@@ -55,6 +55,11 @@ class Search:
         return len(self.planned - {point(t) for t in self.trials})
 
     @property
+    def complete(self) -> bool:
+        """Every planned point has a finished trial."""
+        return self.count("running") == 0 and self.not_started == 0
+
+    @property
     def wall_time_s(self) -> float:
         """The search's cost: the finished trials' summed wall time."""
         return sum(t.wall_time_s or 0.0 for t in self.trials if t.finished)
@@ -138,6 +143,7 @@ def searches(trials: list[Trial], plans: dict[tuple[str, str], set[Point]] | Non
 
 
 def edge_families(found: list[Search]) -> dict[str, list[str]]:
-    """family -> the edges its best lies on, for the families whose best lies on one."""
-    return {f"{s.family}" + (f" ({s.size}, {s.budget:g} FLOPs)".replace("e+", "e") if s.budget else ""): s.edges()
-            for s in found if s.edges()}
+    """family -> the edges its best lies on, for the families whose best lies on one; a family whose
+    search has not finished is said so (its best so far may move off the edge)."""
+    return {f"{s.family}" + (f" ({s.size}, {s.budget:g} FLOPs)".replace("e+", "e") if s.budget else "")
+            + ("" if s.complete else ", search not finished"): s.edges() for s in found if s.edges()}

@@ -24,8 +24,11 @@ this block, applied to the composed config before anything is built:
 Commands:
 
     python -m seqbench.tuning <search sweep dirs>       # trials, cost, best setting per family
+    python -m seqbench.tuning <search sweep dirs> --report <folder> [--baseline <untuned sweep dirs>]
     python -m seqbench.tuning final <search sweep dirs> [--sizes <size-selection sweep dirs>]
 
+`--report` (`seqbench.analysis.tuning_report`) writes the committed record of the search, partial or
+complete: one row per trial, the summary with each family's grid edge and untuned loss, heatmaps.
 `final` (`seqbench.final_cells`) prints the final cells' sweeps: without `--sizes`, the one that runs
 every size once (seed 1234) with the tuned settings; with it, one per budget tier that runs seeds 2
 and 3 of each family's size chosen at that tier on the selection loss.
@@ -186,8 +189,21 @@ def main(argv: list[str] | None = None) -> list:
     parser = argparse.ArgumentParser(prog="python -m seqbench.tuning",
                                      description="The equal-budget search's result and cost per family "
                                                  "(`final <dirs> [--sizes <dirs>]`: the final cells' sweeps).")
-    parser.add_argument("dirs", nargs="+", type=Path, help="the tuning sweeps' directories")
+    parser.add_argument("dirs", nargs="+", type=Path, help="the tuning sweeps' directories (a base grid and its "
+                        "extensions merge into one grid per family)")
+    parser.add_argument("--report", type=Path, help="write trials.csv, summary.md, the grid's heatmaps and their "
+                        "ledger record here (seqbench.analysis.tuning_report), e.g. experiments/figures/tuning-ptb")
+    parser.add_argument("--baseline", nargs="+", type=Path, help="with --report: a sweep of each family's untuned "
+                        "recipe under the same experiment (tune.schedule=null, lr x 1, its own tokens per step)")
     args = parser.parse_args(argv)
+    if args.baseline and not args.report:
+        parser.error("--baseline is compared in the --report's summary: give --report too")
+    if args.report:
+        from seqbench.analysis.tuning_report import write
+        from seqbench.provenance import command_line
+
+        write(args.report, args.dirs, args.baseline, command_line("seqbench.tuning", argv))
+        print(f"wrote {args.report}/summary.md, trials.csv and the grid's heatmaps")
     rows = summary(read_local(args.dirs))
     print(markdown(rows))
     print("\n# tune.per_family for the runs that use the result:")

@@ -1,0 +1,76 @@
+"""The search's grid as a picture: one small heatmap per family of the selection loss over the
+learning-rate factor x tokens per step, one colour scale per corpus (so families compare by colour),
+the best cell outlined, and the cells without a loss lettered: r (running), f (failed), d (diverged),
+blank (not started)."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+from seqbench.analysis.tuning_search import Search
+
+MARK = {"running": "r", "failed": "f", "diverged": "d"}
+COLUMNS = 4  # heatmaps per row
+
+
+def _cells(search: Search) -> tuple[list[list[float]], dict[tuple[int, int], str]]:
+    """Loss per (tokens row, lr column), NaN where none; the letter of a cell without a loss."""
+    lrs, tokens = search.lr_axis, search.tokens_axis
+    grid = [[math.nan] * len(lrs) for _ in tokens]
+    letters: dict[tuple[int, int], str] = {}
+    for t in search.trials:
+        if t.lr_scale not in lrs or t.tokens_grid not in tokens:
+            continue
+        i, j = tokens.index(t.tokens_grid), lrs.index(t.lr_scale)
+        if t.candidate and (math.isnan(grid[i][j]) or t.loss < grid[i][j]):
+            grid[i][j] = t.loss
+            letters.pop((i, j), None)
+        elif math.isnan(grid[i][j]):
+            letters[(i, j)] = MARK.get(t.status, "?")
+    return grid, letters
+
+
+def plot(found: list[Search], corpus: str, path: Path) -> Path:
+    """One row of heatmaps, one per family search of `corpus`; the loss scale is the corpus's."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    mine = [s for s in found if s.corpus == corpus and s.lr_axis and s.tokens_axis]
+    losses = [t.loss for s in mine for t in s.candidates]
+    low, high = (min(losses), max(losses)) if losses else (0.0, 1.0)
+    cols = min(COLUMNS, max(1, len(mine)))
+    rows = max(1, math.ceil(len(mine) / cols))
+    fig, axes = plt.subplots(rows, cols, figsize=(2.4 * cols + 1.0, 2.4 * rows + 0.5), dpi=100, squeeze=False)
+    flat = list(axes.flat)
+    image = None
+    for ax, search in zip(flat, mine):
+        grid, letters = _cells(search)
+        image = ax.imshow(np.ma.masked_invalid(np.array(grid)), origin="lower", cmap="viridis_r", vmin=low,
+                          vmax=high, aspect="auto")
+        for (i, j), letter in letters.items():
+            ax.text(j, i, letter, ha="center", va="center", fontsize=8, color="grey")
+        best = search.best
+        if best is not None:
+            i, j = search.tokens_axis.index(best.tokens_grid), search.lr_axis.index(best.lr_scale)
+            ax.add_patch(plt.Rectangle((j - 0.5, i - 0.5), 1, 1, fill=False, edgecolor="red", linewidth=2))
+            ax.text(j, i, f"{best.loss:.2f}", ha="center", va="center", fontsize=7, color="black")
+        ax.set_xticks(range(len(search.lr_axis)), [f"{v:g}" for v in search.lr_axis], fontsize=7)
+        ax.set_yticks(range(len(search.tokens_axis)), [str(v) for v in search.tokens_axis], fontsize=7)
+        ax.set_xlabel("lr x recipe", fontsize=8)
+        ax.set_title(search.family, fontsize=9)
+        ax.set_ylabel("tokens per step", fontsize=8)
+    for ax in flat[len(mine):]:
+        ax.axis("off")
+    fig.tight_layout(rect=(0, 0, 0.9, 0.93))
+    if image is not None:
+        selected = mine[0].selected_on or "validation"
+        fig.colorbar(image, cax=fig.add_axes((0.92, 0.15, 0.015, 0.7))).set_label(f"best loss ({selected})", fontsize=8)
+    fig.suptitle(f"{corpus}: the search's grid (red box: best; r running, f failed, d diverged, blank not started)",
+                 fontsize=9)
+    fig.savefig(path, bbox_inches="tight")
+    plt.close(fig)
+    return path

@@ -1,0 +1,149 @@
+"""Each family's search: its grid, its best setting, whether that lies on the grid's edge, and how it
+compares with the untuned recipe (experiments/tuning-protocol.md).
+
+A family's search is every trial of it at one corpus, size and budget, over all the sweep
+directories given (the base grid and the extensions beyond its edges merge into one grid). The grid's
+axes are the points planned (`tuning_trials.planned`) and the points seen, so a search still running
+knows its edges before it reaches them.
+
+- **Best:** the completed trial with the lowest selection loss (`val/loss_best`); diverged and failed
+  trials are never picked, running ones are not counted as anything but running.
+- **Edge:** the best lies on an edge when its rate is the grid's lowest or highest, or its tokens per
+  step the fewest or most; an axis with a single value was not searched and has no edge. The protocol's
+  rule: if any family's best lies on an edge, the grid is extended beyond it for every family.
+- **Untuned:** the same family's completed runs of its own recipe (lr x 1, its own batch and schedule;
+  a run of the baseline sweep that set any of them is left out) at the same corpus, size and budget,
+  selected on the same data; the difference is tuned minus
+  untuned, so a negative one is the search's gain.
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass, field
+
+from seqbench.analysis.tuning_trials import Point, Trial, point
+from seqbench.families import order
+
+Key = tuple[str, str, str | None, float | None]  # corpus, family, size, budget
+
+
+def key_of(trial: Trial) -> Key:
+    return trial.corpus, trial.family, trial.size, trial.budget
+
+
+@dataclass
+class Search:
+    corpus: str
+    family: str
+    size: str | None
+    budget: float | None
+    trials: list[Trial] = field(default_factory=list)
+    planned: set[Point] = field(default_factory=set)
+    untuned: list[Trial] = field(default_factory=list)  # the recipe's own runs, same data and protocol
+
+    def count(self, status: str) -> int:
+        return sum(t.status == status for t in self.trials)
+
+    @property
+    def points(self) -> set[Point]:
+        """The family's grid: the points planned and the points run."""
+        return self.planned | {point(t) for t in self.trials}
+
+    @property
+    def not_started(self) -> int:
+        return len(self.planned - {point(t) for t in self.trials})
+
+    @property
+    def complete(self) -> bool:
+        """Every planned point has a finished trial."""
+        return self.count("running") == 0 and self.not_started == 0
+
+    @property
+    def wall_time_s(self) -> float:
+        """The search's cost: the finished trials' summed wall time."""
+        return sum(t.wall_time_s or 0.0 for t in self.trials if t.finished)
+
+    @property
+    def candidates(self) -> list[Trial]:
+        return [t for t in self.trials if t.candidate]
+
+    @property
+    def best(self) -> Trial | None:
+        return min(self.candidates, key=lambda t: t.loss, default=None)
+
+    @property
+    def median_loss(self) -> float | None:
+        losses = [t.loss for t in self.candidates]
+        return statistics.median(losses) if losses else None
+
+    @property
+    def lr_axis(self) -> list[float]:
+        return sorted({p[1] for p in self.points if p[1] is not None})
+
+    @property
+    def tokens_axis(self) -> list[int]:
+        return sorted({p[2] for p in self.points if p[2] is not None})
+
+    @property
+    def selected_on(self) -> str | None:
+        return self.trials[0].selected_on if self.trials else None
+
+    def edges(self) -> list[str]:
+        """Which edges of its grid the best trial lies on (empty: inside, or nothing completed yet)."""
+        best = self.best
+        if best is None:
+            return []
+        out = []
+        for axis, value, low, high in ((self.lr_axis, best.lr_scale, "lowest lr", "highest lr"),
+                                       (self.tokens_axis, best.tokens_grid, "fewest tokens", "most tokens")):
+            if len(axis) > 1 and value == axis[0]:
+                out.append(low)
+            if len(axis) > 1 and value == axis[-1]:
+                out.append(high)
+        return out
+
+    @property
+    def untuned_loss(self) -> float | None:
+        """The mean selection loss of the recipe's completed runs selected on the same data, if any."""
+        losses = [t.loss for t in self.untuned if t.candidate and t.selected_on == self.selected_on]
+        return statistics.fmean(losses) if losses else None
+
+    @property
+    def gain(self) -> float | None:
+        """Tuned best minus untuned: below zero where the search found a better setting."""
+        best, untuned = self.best, self.untuned_loss
+        return None if best is None or untuned is None else best.loss - untuned
+
+    @property
+    def tuned_beats_untuned(self) -> bool | None:
+        return None if self.gain is None else self.gain < 0
+
+
+def searches(trials: list[Trial], plans: dict[tuple[str, str], set[Point]] | None = None,
+             untuned: list[Trial] = ()) -> list[Search]:
+    """One Search per (corpus, family, size, budget) with trials, in corpus then table order; a planned
+    family that has not started any trial gets one too (no size or budget known yet)."""
+    groups: dict[Key, Search] = {}
+    for trial in trials:
+        groups.setdefault(key_of(trial), Search(*key_of(trial))).trials.append(trial)
+    for (corpus, family), points in (plans or {}).items():
+        mine = [s for s in groups.values() if (s.corpus, s.family) == (corpus, family)]
+        for s in mine:
+            s.planned |= {p for p in points if p[0] is None or s.budget is None or float(p[0]) == float(s.budget)}
+        if not mine:
+            groups[(corpus, family, None, None)] = Search(corpus, family, None, None, planned=set(points))
+    for run in untuned:
+        if run.untuned and key_of(run) in groups:
+            groups[key_of(run)].untuned.append(run)
+    corpora = list(dict.fromkeys(s.corpus for s in groups.values()))
+    rank = {name: i for i, name in enumerate(order({s.family for s in groups.values()}))}
+    return sorted(groups.values(), key=lambda s: (corpora.index(s.corpus), rank[s.family], str(s.size),
+                                                  s.budget or 0.0))
+
+
+def edge_families(found: list[Search]) -> dict[str, list[str]]:
+    """family -> the edges its best lies on, for the families whose best lies on one; a family whose
+    search has not finished is said so (its best so far may move off the edge)."""
+    return {f"{s.family}" + (f" ({s.size}, {s.budget:g} FLOPs)".replace("e+", "e") if s.budget else "")
+            + ("" if s.complete else ", search not finished"): s.edges() for s in found if s.edges()}

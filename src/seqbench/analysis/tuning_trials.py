@@ -1,0 +1,211 @@
+"""The tuning search's trials, read from its sweep directories as they stand, finished or not.
+
+`seqbench.report.read_local` reads only the jobs that wrote a `metrics.json`, which a run does when it
+ends; a search that is still running (or was stopped) also has jobs that started and have not ended,
+and jobs not started yet. Its record must say how far it got, so each job becomes a `Trial` with
+a status:
+
+- `completed`: finished, every recorded loss finite;
+- `diverged`: finished, but its best validation loss, its last validation loss or its last training
+  loss is not finite (a rate that blows up before the budget's end is not a setting to transfer);
+- `failed`: its `metrics.json` says so, or the launcher's `jobs.jsonl` does and the job never wrote one
+  (a crash before training); the resumable launcher runs such a job again on its next launch;
+- `running`: the job's directory exists and holds no `metrics.json`: running now, or killed before it
+  could write one (the launcher resumes it); not finished, either way.
+
+A trial's grid point is what the job asked for (`tune.lr_scale`, `tune.tokens_per_step` of its saved
+config, through `seqbench.tuning.settings`), so a running trial has one too; the tokens a step
+actually held (`tune/tokens_per_step`, rounded to whole streams or windows; for an untuned run,
+the tokens it trained on per step) are recorded beside it.
+The family comes from the model the job composed (`seqbench.families.family_of`), the corpus from
+the preset's folder (`frontier/ptb/lstm` -> `ptb`).
+
+The planned grid (`planned`) is read from the sweep's `multirun.yaml` with Hydra's own override
+parser, so a partial search knows its grid's edges and how many trials have not started.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+from omegaconf import DictConfig, OmegaConf
+
+from seqbench.families import family_of
+from seqbench.preset_choice import preset_of
+
+FINISHED = ("completed", "diverged", "failed")
+SELECTION_HALF = "selection half of validation"  # Tiny Shakespeare with data.heldout_score: its first half
+VALIDATION = "validation"
+
+
+@dataclass(frozen=True)
+class Trial:
+    job: str                       # <sweep dir name>/<job number>
+    family: str
+    corpus: str
+    status: str                    # completed | diverged | failed | running
+    size: str | None = None
+    params: int | None = None      # non-embedding parameters
+    budget: float | None = None    # training FLOPs
+    lr_scale: float | None = None  # the grid's rate factor (x the recipe's lr)
+    tokens_grid: int | None = None  # the grid's tokens per step (what the job asked for)
+    tokens_per_step: int | None = None  # the tokens a step held (whole streams or windows)
+    recipe_lr: float | None = None
+    lr: float | None = None
+    steps: int | None = None
+    loss: float | None = None      # the best validation loss (val/loss_best), on `selected_on`
+    selected_on: str = VALIDATION
+    wall_time_s: float | None = None
+    schedule: str | None = None    # the one schedule that replaced the recipe's (tune/schedule), if any
+    hardware: str | None = None    # the machine and the code the trial ran on (metrics.json)
+    git_commit: str | None = None
+
+    @property
+    def finished(self) -> bool:
+        return self.status in FINISHED
+
+    @property
+    def untuned(self) -> bool:
+        """The recipe as it is: lr x 1 (or unset), its own tokens per step and schedule."""
+        return self.lr_scale in (None, 1.0) and self.tokens_grid is None and self.schedule is None
+
+    @property
+    def candidate(self) -> bool:
+        """A trial the search may pick: completed with a finite selection loss."""
+        return self.status == "completed" and self.loss is not None
+
+
+def _finite(value) -> bool:
+    return value is None or math.isfinite(float(value))
+
+
+def status_of(metrics: dict | None) -> str:
+    if metrics is None or metrics.get("status") not in ("completed", "failed"):
+        return "running"
+    if metrics["status"] == "failed":
+        return "failed"
+    losses = [metrics.get(k) for k in ("val/loss_best", "val/loss", "train/loss")]
+    if not all(_finite(v) for v in losses):
+        return "diverged"
+    return "completed" if metrics.get("val/loss_best") is not None else "failed"  # no validation: no trial
+
+
+def _float(value) -> float | None:
+    return None if value is None else float(value)
+
+
+def _int(value) -> int | None:
+    return None if value is None else int(round(float(value)))
+
+
+def _tokens_used(m: dict) -> int | None:
+    """`tune/tokens_per_step` where the search set it; else the tokens trained on per step (an untuned
+    recipe's own batch: `curve/tokens` over `budget/max_steps`)."""
+    if m.get("tune/tokens_per_step") is not None:
+        return _int(m["tune/tokens_per_step"])
+    if m.get("curve/tokens") and m.get("budget/max_steps"):
+        return _int(m["curve/tokens"] / m["budget/max_steps"])
+    return None
+
+
+def _choices(job: Path) -> dict:
+    path = job / ".hydra" / "hydra.yaml"
+    if not path.is_file():
+        return {}
+    return dict(OmegaConf.load(path).hydra.runtime.get("choices") or {})
+
+
+def _corpus(choices: dict) -> str:
+    """`frontier/ptb/lstm` -> `ptb`; without a foldered preset, the data config's name."""
+    preset = str(preset_of(choices) or "")
+    return preset.split("/")[-2] if preset.count("/") >= 1 else str(choices.get("data") or "?")
+
+
+def read_job(job: Path, sweep: Path) -> Trial:
+    """One job directory (it holds `.hydra/`, and `metrics.json` once it has ended)."""
+    from seqbench.tuning import settings
+
+    cfg: DictConfig = OmegaConf.load(job / ".hydra" / "config.yaml")
+    metrics = json.loads((job / "metrics.json").read_text()) if (job / "metrics.json").is_file() else None
+    m = metrics or {}
+    grid = settings(cfg)
+    data = cfg.get("data") or {}
+    loss = m.get("val/loss_best")
+    return Trial(
+        job=f"{sweep.name}/{job.name}", family=family_of(cfg.model), corpus=_corpus(_choices(job)),
+        status=status_of(metrics), size=str(m.get("tune/size") or cfg.get("size") or "") or None,
+        params=_int(m.get("params_non_embedding")),
+        budget=_float(m.get("budget/flops", OmegaConf.select(cfg, "budget.flops", default=None))),
+        lr_scale=_float(grid.get("lr_scale")), tokens_grid=_int(grid.get("tokens_per_step")),
+        tokens_per_step=_tokens_used(m), recipe_lr=_float(m.get("tune/recipe_lr")),
+        lr=_float(m.get("tune/lr")), steps=_int(m.get("budget/max_steps")),
+        loss=_float(loss) if loss is not None and math.isfinite(float(loss)) else None,
+        selected_on=SELECTION_HALF if data.get("heldout_score") else VALIDATION,
+        wall_time_s=_float(m.get("wall_time_s")), schedule=m.get("tune/schedule"), hardware=m.get("hardware"),
+        git_commit=m.get("git_commit"))
+
+
+def _crashed(sweep: Path) -> dict[str, dict]:
+    """Job directory name -> the launcher's last record of it, for jobs whose last record is a failure."""
+    path = sweep / "jobs.jsonl"
+    last: dict[str, dict] = {}
+    for line in path.read_text().splitlines() if path.is_file() else []:
+        record = json.loads(line)
+        last[Path(record.get("dir") or str(record.get("job"))).name] = record
+    return {name: r for name, r in last.items() if r.get("status") == "failed"}
+
+
+def read_trials(sweeps: list[Path]) -> list[Trial]:
+    """Every job of the given sweep directories, in their order (base search, then its extensions)."""
+    trials = []
+    for sweep in map(Path, sweeps):
+        if not sweep.is_dir():
+            raise SystemExit(f"{sweep} is not a directory; give the search's sweep directories (outputs/sweeps/<name>)")
+        crashed = _crashed(sweep)
+        jobs = sorted((p.parent.parent for p in sweep.glob("*/.hydra/config.yaml")),
+                      key=lambda p: (not p.name.isdigit(), int(p.name) if p.name.isdigit() else 0, p.name))
+        for job in jobs:
+            trial = read_job(job, sweep)
+            if trial.status == "running" and job.name in crashed:
+                trial = Trial(**{**trial.__dict__, "status": "failed"})
+            trials.append(trial)
+    return trials
+
+
+Point = tuple[float | None, float | None, int | None]  # (budget, lr_scale, tokens_per_step) of the grid
+
+
+def point(trial: Trial) -> Point:
+    return trial.budget, trial.lr_scale, trial.tokens_grid
+
+
+def planned(sweep: Path) -> dict[tuple[str, str], set[Point]] | None:
+    """(corpus, family) -> the grid points the sweep will run, from its `multirun.yaml` (the
+    experiment's sweep axes, then the command line's, combined as Hydra's basic sweeper does); None
+    where the sweep has no such file or sweeps no preset."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    from seqbench.entry import register_resolvers
+
+    path = Path(sweep) / "multirun.yaml"
+    if not path.is_file():
+        return None
+    register_resolvers()
+    doc = OmegaConf.load(path)
+    params = OmegaConf.to_container(OmegaConf.select(doc, "hydra.sweeper.params") or OmegaConf.create({}), resolve=True)
+    lines = [f"{k}={v}" for k, v in params.items()] + list(OmegaConf.select(doc, "hydra.overrides.task") or [])
+    axes: dict[str, list[str]] = {}
+    for override in OverridesParser.create().parse_overrides(lines):
+        axes[override.key_or_group] = (list(override.sweep_string_iterator()) if override.is_sweep_override()
+                                       else [override.get_value_element_as_str()])
+    if not axes.get("preset"):
+        return None
+    budgets = [_float(v) for v in axes.get("budget.flops", [None])]
+    lrs = [float(v) for v in axes.get("tune.lr_scale", ["1"])]
+    tokens = [None if v == "null" else _int(v) for v in axes.get("tune.tokens_per_step", ["null"])]
+    grid = set(itertools.product(budgets, lrs, tokens))
+    return {(_corpus({"preset": p}), p.rsplit("/", 1)[-1]): grid for p in axes["preset"]}

@@ -1,0 +1,182 @@
+"""The search's committed record (`python -m seqbench.tuning <dirs> --report <folder>`): trials read from
+fake sweep trees as the runs leave them (finished, running, crashed), one grid per family across the
+base and edge sweeps, the grid's edges, the untuned baseline's comparison, the loss columns named by
+the data they were selected on, and the ledger record; and the untuned baseline's config is the recipe."""
+
+from __future__ import annotations
+
+import copy
+import csv
+import json
+import math
+
+import pytest
+from omegaconf import OmegaConf
+
+from conftest import compose_cfg
+from seqbench.analysis.tuning_report import summary_md
+from seqbench.analysis.tuning_search import searches
+from seqbench.analysis.tuning_trials import planned, read_trials
+from seqbench.families import FAMILIES, compared
+from seqbench.ledger import read_record
+from seqbench.tuning import apply_tokens_per_step, apply_tuning, main
+
+LSTM, GPT = "lstm", "gpt"
+
+
+def job(sweep, n, family, lr, tokens, loss=6.0, status="completed", corpus="ptb", heldout=False, finished=True,
+        budget=1e12, wall=10.0):
+    """A job directory as a tuning sweep leaves it: the saved config and choices, and metrics.json once
+    the run has ended (`finished`)."""
+    d = sweep / str(n)
+    (d / ".hydra").mkdir(parents=True)
+    fam = FAMILIES[family]
+    OmegaConf.save({"model": {"_target_": fam.module, **fam.selector, "optimizer": {"lr": 1.0}}, "size": "m",
+                    "budget": {"flops": budget}, "data": {"heldout_score": heldout},
+                    "tune": {"lr_scale": lr, "tokens_per_step": tokens}}, d / ".hydra" / "config.yaml")
+    OmegaConf.save({"hydra": {"runtime": {"choices": {"preset": f"frontier/{corpus}/{family}"}}}},
+                   d / ".hydra" / "hydra.yaml")
+    if finished:
+        metrics = {"status": status, "val/loss_best": loss, "val/loss": loss, "train/loss": 6.5, "wall_time_s": wall,
+                   "budget/flops": budget, "budget/max_steps": 100, "curve/tokens": 100.0 * (tokens or 700),
+                   "params_non_embedding": 1000, "tune/size": "m", "tune/recipe_lr": 1.0}
+        if lr is not None:
+            metrics.update({"tune/lr_scale": lr, "tune/lr": lr})
+        if tokens is not None:
+            metrics["tune/tokens_per_step"] = tokens - 11  # whole streams: not quite the grid's value
+        (d / "metrics.json").write_text(json.dumps(metrics))
+    return d
+
+
+def grid(sweep, family, lrs, tokens, losses, start=0, **kw):
+    """A full grid of one family; `losses[(lr, tokens)]` where given, 7.0 elsewhere."""
+    n = start
+    for lr in lrs:
+        for t in tokens:
+            job(sweep, n, family, lr, t, loss=losses.get((lr, t), 7.0), **kw)
+            n += 1
+    return n
+
+
+def test_a_base_sweep_and_its_edge_extension_merge_into_one_grid_per_family(tmp_path):
+    # bug caught: trials grouped per sweep directory, so the extension is a search of its own and the
+    # base grid's best (on its edge) stays the family's best
+    base, edge = tmp_path / "tune_frontier_ptb", tmp_path / "tune_frontier_ptb_edge_tokens"
+    grid(base, LSTM, [1, 2], [256, 512], {(2, 256): 6.1})
+    grid(edge, LSTM, [1, 2], [128], {(2, 128): 6.0})
+    found = searches(read_trials([base, edge]))
+    assert len(found) == 1
+    (lstm,) = found
+    assert (lstm.lr_axis, lstm.tokens_axis, len(lstm.trials)) == ([1, 2], [128, 256, 512], 6)
+    assert lstm.best.job == "tune_frontier_ptb_edge_tokens/1" and lstm.best.tokens_grid == 128
+    assert lstm.best.tokens_per_step == 117  # what the step held, recorded beside the grid's 128
+
+
+@pytest.mark.parametrize("best, edges", [((1, 256), ["fewest tokens"]), ((4, 512), ["highest lr"]),
+                                         ((2, 512), []), ((0.5, 1024), ["lowest lr", "most tokens"])])
+def test_the_best_setting_s_edge_is_found_on_either_axis(tmp_path, best, edges):
+    # bug caught: an edge tested against one end of an axis only, or against the wrong axis
+    grid(tmp_path / "s", LSTM, [0.5, 1, 2, 4], [256, 512, 1024], {best: 5.0})
+    (search,) = searches(read_trials([tmp_path / "s"]))
+    assert search.edges() == edges
+
+
+def test_a_partial_search_takes_its_edges_and_not_started_count_from_the_planned_grid(tmp_path):
+    # bug caught: edges read from the points run so far: a family half-way through its rates would
+    # have its best "on the highest rate" before the higher ones ran
+    sweep = tmp_path / "tune_frontier_ptb"
+    grid(sweep, LSTM, [0.5, 1], [256, 512, 1024], {(1, 512): 5.0})
+    OmegaConf.save({"hydra": {"sweeper": {"params": {"preset": "${families:frontier/ptb}", "budget.flops": "1e12",
+                                                     "tune.lr_scale": "0.5,1,2",
+                                                     "tune.tokens_per_step": "256,512,1024"}},
+                              "overrides": {"task": ["experiment=tune_frontier_ptb", "tune.lr_scale=0.5,1,2,4"]}}},
+                   sweep / "multirun.yaml")
+    plans = planned(sweep)
+    assert set(plans) == {("ptb", f) for f in compared()}  # the registry's families, from the resolver
+    found = {s.family: s for s in searches(read_trials([sweep]), plans)}
+    assert found[LSTM].lr_axis == [0.5, 1, 2, 4]  # the command line's axis wins over the experiment's
+    assert found[LSTM].edges() == [] and found[LSTM].not_started == 6 and not found[LSTM].complete
+    md = summary_md(list(found.values()), "now", [sweep.name], False)
+    assert f"| {LSTM} | 1 | 1 | 512 | 501 | 5.000 | 7.000 | no (so far) |" in md  # a partial family's edge is provisional
+    assert found[GPT].trials == [] and found[GPT].not_started == 12
+
+
+def test_a_running_trial_is_counted_as_not_finished_and_a_crashed_or_diverged_one_is_not_a_candidate(tmp_path):
+    # bug caught: a job without metrics.json (still running) counted as failed, or a NaN picked as best
+    sweep = tmp_path / "s"
+    job(sweep, 0, LSTM, 1, 256, loss=6.0, wall=30.0)
+    job(sweep, 1, LSTM, 2, 256, finished=False)  # running
+    job(sweep, 2, LSTM, 4, 256, loss=math.nan, wall=20.0)  # diverged
+    job(sweep, 3, LSTM, 0.5, 256, finished=False)  # crashed before it wrote metrics.json
+    (sweep / "jobs.jsonl").write_text(json.dumps({"job": 3, "status": "failed", "dir": str(sweep / "3")}) + "\n")
+    job(sweep, 4, LSTM, 0.25, 256, loss=5.0, status="failed", wall=5.0)  # a loss, but the run failed
+    (search,) = searches(read_trials([sweep]))
+    counts = {s: search.count(s) for s in ("completed", "running", "diverged", "failed")}
+    assert counts == {"completed": 1, "running": 1, "diverged": 1, "failed": 2}
+    assert search.best.lr_scale == 1 and search.wall_time_s == 55.0  # the finished trials' cost
+    md = summary_md(searches(read_trials([sweep])), "2026-11-26T22:00:00+00:00", ["s"], False)
+    assert "partial: 1 not finished and 0 not started" in md
+
+
+def test_the_untuned_baseline_is_compared_with_the_right_sign_and_grouped_by_its_model(tmp_path):
+    # bug caught: the difference taken untuned - tuned (a worse search reads as a gain), the
+    # baseline's runs (no tune/lr_scale, no tune/tokens_per_step) grouped nowhere, or a tuned run
+    # in the baseline's sweep averaged into the untuned loss
+    sweep, base = tmp_path / "search", tmp_path / "untuned"
+    grid(sweep, LSTM, [1, 2], [256, 512], {(2, 256): 6.0})
+    grid(sweep, GPT, [1, 2], [256, 512], {(1, 512): 6.0}, start=4)
+    job(base, 0, LSTM, None, None, loss=6.5)  # the recipe: lr as it is, its own batch
+    job(base, 1, GPT, None, None, loss=5.9)
+    job(base, 2, LSTM, 2, None, loss=1.0)  # not the recipe (lr x 2): not a baseline run
+    found = {s.family: s for s in searches(read_trials([sweep]), untuned=read_trials([base]))}
+    assert found[LSTM].gain == pytest.approx(-0.5) and found[LSTM].tuned_beats_untuned is True
+    assert found[GPT].gain == pytest.approx(0.1) and found[GPT].tuned_beats_untuned is False
+    assert found[LSTM].untuned[0].tokens_per_step == 700  # the recipe's tokens per step, measured
+    md = summary_md(list(found.values()), "2026-11-26T22:00:00+00:00", ["search"], True)
+    rows = {line.split(" | ")[0].strip("| "): line for line in md.splitlines() if line.endswith((" yes |", " no |"))}
+    assert rows[LSTM].endswith("| 6.500 | -0.500 | yes |") and rows[GPT].endswith("| 5.900 | +0.100 | no |")
+
+
+def test_the_loss_columns_name_the_selection_half_on_shakespeare_and_the_validation_split_on_ptb(tmp_path):
+    # bug caught: the loss labelled by the corpus's usual split, not by what the runs selected on
+    # (data.heldout_score: the validation tenth's first half; its second half is the held-out score)
+    grid(tmp_path / "sh", LSTM, [1, 2], [256, 512], {}, corpus="shakespeare", heldout=True)
+    grid(tmp_path / "ptb", LSTM, [1, 2], [256, 512], {}, corpus="ptb")
+    md = summary_md(searches(read_trials([tmp_path / "sh", tmp_path / "ptb"])), "now", ["sh", "ptb"], False)
+    shakespeare, ptb = md.split("## ptb\n")
+    assert "best loss (selection half of validation)" in shakespeare and "best loss (validation)" not in shakespeare
+    assert "best loss (validation)" in ptb and "selection half" not in ptb
+
+
+def test_the_report_writes_one_row_per_trial_and_its_ledger_record(tmp_path):
+    # bug caught: the record not written (the page's numbers would have no provenance), or a running
+    # trial left out of trials.csv
+    sweep, out = tmp_path / "tune_frontier_ptb", tmp_path / "report"
+    grid(sweep, LSTM, [1, 2], [256], {(2, 256): 6.0})
+    job(sweep, 2, GPT, 1, 256, finished=False)
+    main([str(sweep), "--report", str(out)])
+    with open(out / "trials.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert [(r["job"], r["family"], r["status"]) for r in rows] == [
+        ("tune_frontier_ptb/0", LSTM, "completed"), ("tune_frontier_ptb/1", LSTM, "completed"),
+        ("tune_frontier_ptb/2", GPT, "running")]
+    assert rows[1]["val_loss_best"] == "6.0" and rows[1]["tokens_per_step"] == "245"
+    (record,) = read_record(out / "record.json", tmp_path)
+    assert set(record.files) == {"trials.csv", "summary.md", "grid-ptb.png"}
+    assert record.command.startswith("python -m seqbench.tuning") and "--report" in record.command
+
+
+@pytest.mark.parametrize("experiment, corpus", [("tune_frontier", "shakespeare"), ("tune_frontier_ptb", "ptb")])
+def test_the_untuned_baseline_runs_each_family_s_recipe_as_it_is(experiment, corpus, tmp_path):
+    # bug caught: the tuning block touching a recipe it has nothing to change in (a step-wise scheduler
+    # interval, a rate rounded, a batch size set) when the schedule is null, lr x 1 and tokens null
+    for family in compared():
+        args = [f"experiment={experiment}", f"preset=frontier/{corpus}/{family}", "logger=csv"]
+        untuned = compose_cfg([*args, "tune.schedule=null"], tmp_path)
+        recipe = copy.deepcopy(untuned)
+        record = apply_tuning(untuned)
+        assert record["tune/lr_scale"] == 1.0 and "tune/schedule" not in record, family
+        assert apply_tokens_per_step(untuned, model=None, datamodule=None) == {}, family
+        for node in ("model", "trainer", "data"):
+            assert OmegaConf.to_container(untuned[node], resolve=True) == \
+                OmegaConf.to_container(recipe[node], resolve=True), (family, node)

@@ -49,7 +49,8 @@ def hardware() -> str:
     and its thread count (a CPU number depends on all three)."""
     import torch
 
-    text = f"{cpu_model()}, {os.cpu_count()} cores, torch {torch.__version__}, {torch.get_num_threads()} threads"
+    threads = torch.get_num_threads()
+    text = f"{cpu_model()}, {os.cpu_count()} cores, torch {torch.__version__}, {threads} thread{'s' * (threads != 1)}"
     if torch.cuda.is_available():
         text += f"; {torch.cuda.get_device_name()} x{torch.cuda.device_count()}"
     return text

@@ -12,6 +12,7 @@ from seqbench.analysis.tuning_search import Search
 
 MARK = {"running": "r", "failed": "f", "diverged": "d"}
 COLUMNS = 4  # heatmaps per row
+SPAN = 1.0  # nats above the corpus's best loss that the colour scale spans; worse cells take its top colour
 
 
 def _cells(search: Search) -> tuple[list[list[float]], dict[tuple[int, int], str]]:
@@ -41,7 +42,8 @@ def plot(found: list[Search], corpus: str, path: Path) -> Path:
 
     mine = [s for s in found if s.corpus == corpus and s.lr_axis and s.tokens_axis]
     losses = [t.loss for s in mine for t in s.candidates]
-    low, high = (min(losses), max(losses)) if losses else (0.0, 1.0)
+    low, worst = (min(losses), max(losses)) if losses else (0.0, 1.0)
+    high = min(worst, low + SPAN)  # a diverged corner would otherwise wash out the differences that decide
     cols = min(COLUMNS, max(1, len(mine)))
     rows = max(1, math.ceil(len(mine) / cols))
     fig, axes = plt.subplots(rows, cols, figsize=(2.4 * cols + 1.0, 2.4 * rows + 0.5), dpi=100, squeeze=False)
@@ -68,7 +70,9 @@ def plot(found: list[Search], corpus: str, path: Path) -> Path:
     fig.tight_layout(rect=(0, 0, 0.9, 0.93))
     if image is not None:
         selected = mine[0].selected_on or "validation"
-        fig.colorbar(image, cax=fig.add_axes((0.92, 0.15, 0.015, 0.7))).set_label(f"best loss ({selected})", fontsize=8)
+        bar = fig.colorbar(image, cax=fig.add_axes((0.92, 0.15, 0.015, 0.7)),
+                           extend="max" if worst > high else "neither")
+        bar.set_label(f"best loss ({selected})", fontsize=8)
     fig.suptitle(f"{corpus}: the search's grid (red box: best; r running, f failed, d diverged, blank not started)",
                  fontsize=9)
     fig.savefig(path, bbox_inches="tight")

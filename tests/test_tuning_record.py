@@ -14,6 +14,7 @@ import pytest
 from omegaconf import OmegaConf
 
 from conftest import compose_cfg
+from seqbench.analysis.tuning_extension import beyond, commands, extensions
 from seqbench.analysis.tuning_report import summary_md
 from seqbench.analysis.tuning_search import searches
 from seqbench.analysis.tuning_trials import planned, read_trials
@@ -180,3 +181,36 @@ def test_the_untuned_baseline_runs_each_family_s_recipe_as_it_is(experiment, cor
         for node in ("model", "trainer", "data"):
             assert OmegaConf.to_container(untuned[node], resolve=True) == \
                 OmegaConf.to_container(recipe[node], resolve=True), (family, node)
+
+
+def test_the_edge_rule_extends_every_family_one_step_beyond_each_edge_any_family_hit(tmp_path):
+    # bugs caught: only the family on the edge extended (the others' searches would differ); the step
+    # not the grid's own ratio; the corner (new rate, new token count) missing or run twice
+    lrs, tokens = [0.25, 0.5, 1, 2, 4], [256, 512, 1024, 2048]
+    sweep = tmp_path / "tune_frontier_ptb"
+    grid(sweep, LSTM, lrs, tokens, {(4, 1024): 5.0})                # highest lr
+    grid(sweep, GPT, lrs, tokens, {(1, 256): 5.0}, start=20)        # fewest tokens
+    OmegaConf.save({"hydra": {"overrides": {"task": ["experiment=tune_frontier_ptb", "logger=csv"]},
+                              "sweeper": {"params": {"preset": "${families:frontier/ptb}", "budget.flops": "1e12",
+                                                     "tune.lr_scale": "0.25,0.5,1,2,4",
+                                                     "tune.tokens_per_step": "256,512,1024,2048"}}}},
+                   sweep / "multirun.yaml")
+    found = [s for s in searches(read_trials([sweep])) if s.family in (LSTM, GPT)]
+    (ext,) = extensions(found)
+    assert ext.new_lrs == [8] and ext.new_tokens == [128] and ext.reasons == {LSTM: ["highest lr"], GPT: ["fewest tokens"]}
+    points = {(lr, t) for lr in lrs for t in tokens}
+    for _name, overrides in ext.sweeps("tune_frontier_ptb"):
+        axes = dict(o.split("=") for o in overrides.split()[1:])
+        new = {(float(lr), int(t)) for lr in axes["tune.lr_scale"].split(",") for t in axes["tune.tokens_per_step"].split(",")}
+        assert not new & points  # no point twice
+        points |= new
+    assert points == {(lr, t) for lr in [*lrs, 8] for t in [128, *tokens]}  # the extended rectangle, whole
+    lines = commands(found, [sweep])
+    assert lines[1].startswith("bash scripts/sweep_background.sh tune_frontier_ptb_edge_tokens experiment=tune_frontier_ptb ")
+    assert beyond([0.1, 0.3, 0.9], 0) == pytest.approx(1 / 30) and beyond([256, 512], -1) == 1024
+
+
+def test_a_grid_whose_bests_lie_inside_needs_no_extension(tmp_path):
+    # bug caught: an extension proposed from the grid's axes alone (every grid has edges)
+    grid(tmp_path / "s", LSTM, [0.5, 1, 2], [256, 512, 1024], {(1, 512): 5.0})
+    assert extensions(searches(read_trials([tmp_path / "s"]))) == [] and commands(searches(read_trials([tmp_path / "s"])), []) == []

@@ -177,6 +177,24 @@ def per_family(rows: list[dict]) -> dict:
     return out
 
 
+def _print_extension(dirs: list[Path]) -> None:
+    """The protocol's grid-edge rule, applied to the grid as it stands (seqbench.analysis.tuning_extension).
+    The protocol extends once: a best on the extended grid's edge is reported, not chased."""
+    from seqbench.analysis.tuning_extension import commands
+    from seqbench.analysis.tuning_search import searches
+    from seqbench.analysis.tuning_trials import planned, read_trials
+
+    plans: dict = {}
+    for sweep in dirs:
+        for key, points in (planned(sweep) or {}).items():
+            plans.setdefault(key, set()).update(points)
+    lines = commands(searches(read_trials(dirs), plans), dirs)
+    if lines:
+        print("\n# The grid-edge rule: one step beyond every edge a family's best lies on, for every family "
+              "of the corpus (once)")
+        print("\n".join(lines))
+
+
 def main(argv: list[str] | None = None) -> list:
     """`<dirs>`: the search's table and `tune.per_family`; `final <dirs> ...`: the final cells' sweeps."""
     from seqbench.report import read_local
@@ -206,6 +224,7 @@ def main(argv: list[str] | None = None) -> list:
         print(f"wrote {args.report}/summary.md, trials.csv and the grid's heatmaps")
     rows = summary(read_local(args.dirs))
     print(markdown(rows))
+    _print_extension(args.dirs)
     print("\n# tune.per_family for the runs that use the result:")
     print(OmegaConf.to_yaml(OmegaConf.create({"tune": {"per_family": per_family(rows)}})))
     return rows

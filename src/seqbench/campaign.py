@@ -1,0 +1,175 @@
+"""The tuning protocol end to end, one command per corpus, resumable: `python -m seqbench.campaign <experiment>`.
+
+experiments/tuning-protocol.md is a chain of sweeps, each read from the one before: the search, each
+family's untuned recipe under the same protocol, the grid-edge extension (`tuning_extension`), the
+final cells' size selection and then their seeds per tier (`final_cells`). Typed by hand, every
+step is a chance to run the wrong grid, and a session stop leaves a person to work out where the
+chain was. This runs the chain in order; each sweep goes through the resumable launcher (a killed
+job resumes from its last checkpoint, a finished one is skipped), and a sweep that ended with every
+job done leaves `campaign.done`, so running the same command again goes on where the last one stopped.
+
+    python -m seqbench.campaign tune_frontier_ptb --jobs 1 -- logger=csv      # in the foreground
+    bash scripts/campaign_background.sh tune_frontier_ptb --jobs 1 -- logger=csv   # in the background
+    python -m seqbench.campaign tune_frontier_ptb --dry-run                   # the steps and their state
+
+The sweeps are named `<experiment>`, `<experiment>_untuned`, `<experiment>_edge_{tokens,lr}`,
+`<frontier>_tuned_sizes` and `<frontier>_tuned_seeds_<tier>` under `--root`. The transfer check and
+the 1e14 tier are not part of the chain: their commands are on the protocol page.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shlex
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+DONE = "campaign.done"
+Sweep = tuple[str, list[str]]  # (sweep name, overrides)
+
+
+def parse_commands(lines: list[str]) -> list[Sweep]:
+    """The `bash scripts/sweep_background.sh <name> <overrides...>` lines the tuning tools print, as sweeps
+    (comment lines are skipped)."""
+    out = []
+    for line in lines:
+        if line.startswith("bash scripts/sweep_background.sh "):  # comments are prose: not split as words
+            words = shlex.split(line)
+            out.append((words[2], words[3:]))
+    return out
+
+
+class Chain:
+    """The protocol's steps for one tuning experiment, each computed from the sweeps already run."""
+
+    def __init__(self, experiment: str, root: Path):
+        self.experiment, self.root = experiment, Path(root)
+
+    def search_dirs(self) -> list[Path]:
+        names = [self.experiment, f"{self.experiment}_edge_tokens", f"{self.experiment}_edge_lr"]
+        return [self.root / n for n in names if (self.root / n).is_dir()]
+
+    def search(self) -> list[Sweep]:
+        return [(self.experiment, [f"experiment={self.experiment}"])]
+
+    def untuned(self) -> list[Sweep]:
+        return [(f"{self.experiment}_untuned", [f"experiment={self.experiment}", "tune.schedule=null",
+                                                "tune.lr_scale=1", "tune.tokens_per_step=null"])]
+
+    def edges(self) -> list[Sweep]:
+        from seqbench.analysis.tuning_extension import commands
+        from seqbench.analysis.tuning_search import searches
+        from seqbench.analysis.tuning_trials import planned, read_trials
+
+        base = self.root / self.experiment
+        found = searches(read_trials([base]), planned(base) or {})
+        return parse_commands(commands(found, [base]))
+
+    def sizes(self) -> list[Sweep]:
+        return self._final(None)
+
+    def seeds(self) -> list[Sweep]:
+        from seqbench.final_cells import Experiment
+
+        name = f"{Experiment(self.experiment).frontier}_tuned_sizes"
+        return self._final([self.root / name])
+
+    def _final(self, sizes: list[Path] | None) -> list[Sweep]:
+        from seqbench.final_cells import Experiment, final_commands
+        from seqbench.report import read_local
+        from seqbench.tuning import per_family, summary
+
+        tuned = per_family(summary(read_local(self.search_dirs())))
+        size_runs = read_local(sizes) if sizes else None
+        return parse_commands(final_commands(tuned, Experiment(self.experiment), size_runs))
+
+    STEPS = ("search", "untuned", "edges", "sizes", "seeds")
+
+
+def failed_jobs(sweep: Path) -> list[int]:
+    """Jobs whose last outcome in the launcher's `jobs.jsonl` is not `completed`."""
+    path = sweep / "jobs.jsonl"
+    last: dict[int, str] = {}
+    if path.is_file():
+        for line in path.read_text().splitlines():
+            if line.strip():
+                entry = json.loads(line)
+                last[int(entry["job"])] = entry.get("status")
+    return sorted(j for j, status in last.items() if status != "completed")
+
+
+def _alive(pid_file: Path) -> bool:
+    try:
+        os.kill(int(pid_file.read_text()), 0)
+        return True
+    except (OSError, ValueError):
+        return False
+
+
+def run_sweep(root: Path, name: str, overrides: list[str], jobs: int, extra: list[str], log=print,
+              train: str = "src/train.py") -> bool:
+    """Launch (or resume) one sweep with the resumable launcher and wait for it; True once every job is
+    done. A sweep another process is running is waited for, then resumed here (finished jobs are skipped)."""
+    sweep = root / name
+    if (sweep / DONE).is_file():
+        log(f"{name}: done before")
+        return True
+    sweep.mkdir(parents=True, exist_ok=True)
+    pid_file = sweep / "launcher.pid"
+    while pid_file.is_file() and _alive(pid_file):
+        log(f"{name}: running in another process (pid {pid_file.read_text().strip()}); waiting")
+        time.sleep(60)
+    words = [sys.executable, train, "-m", "hydra/launcher=resumable", f"hydra.sweep.dir={sweep}",
+             f"hydra.launcher.jobs={jobs}", *overrides, *extra]
+    log(f"{name}: {shlex.join(words[1:])}")
+    with open(sweep / "launcher.log", "a") as out:
+        out.write(f"== {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())} campaign: {shlex.join(words[3:])}\n")
+        out.flush()
+        proc = subprocess.Popen(words, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        pid_file.write_text(str(proc.pid))
+        rc = proc.wait()
+    failed = failed_jobs(sweep)
+    if rc == 0 and not failed:
+        (sweep / DONE).write_text(time.strftime("%Y-%m-%dT%H:%M:%SZ\n", time.gmtime()))
+        log(f"{name}: done")
+        return True
+    log(f"{name}: the launcher exited with {rc}; jobs not completed: {failed or 'see launcher.log'}")
+    return False
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    extra = argv[argv.index("--") + 1:] if "--" in argv else []
+    argv = argv[:argv.index("--")] if "--" in argv else argv
+    parser = argparse.ArgumentParser(prog="python -m seqbench.campaign", description=__doc__.split("\n\n")[0])
+    parser.add_argument("experiment", help="the tuning experiment: tune_frontier or tune_frontier_ptb")
+    parser.add_argument("--root", type=Path, default=Path("outputs/sweeps"), help="where the sweeps go")
+    parser.add_argument("--jobs", type=int, default=2, help="jobs at a time (one thread each)")
+    parser.add_argument("--steps", default=",".join(Chain.STEPS), help=f"which of {', '.join(Chain.STEPS)}")
+    parser.add_argument("--dry-run", action="store_true", help="print each step's sweeps and state, run nothing")
+    args = parser.parse_args(argv)
+    chain = Chain(args.experiment, args.root)
+    for step in args.steps.split(","):
+        if step not in Chain.STEPS:
+            parser.error(f"no step {step!r}: the steps are {', '.join(Chain.STEPS)}")
+        if args.dry_run and step != "search" and not all((d / DONE).is_file() for d in chain.search_dirs()):
+            print(f"# {step}: waits for the steps before it")
+            continue
+        sweeps = getattr(chain, step)()
+        print(f"# {step}: " + ("nothing to run" if not sweeps else f"{len(sweeps)} sweep(s)"))
+        for name, overrides in sweeps:
+            if args.dry_run:
+                state = "done" if (args.root / name / DONE).is_file() else "to run"
+                print(f"  {name} [{state}]: {shlex.join(overrides)}")
+            elif not run_sweep(args.root, name, overrides, args.jobs, extra):
+                print(f"# stopped at {step}: {name} has jobs that did not complete; the same command resumes it")
+                return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

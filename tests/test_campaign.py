@@ -1,0 +1,75 @@
+"""The tuning protocol's chain (`python -m seqbench.campaign`): its steps read from the sweeps before
+them, a sweep marked done only when every job completed, and a done sweep never launched again."""
+
+from __future__ import annotations
+
+import json
+
+from omegaconf import OmegaConf
+
+from seqbench.campaign import DONE, Chain, failed_jobs, parse_commands, run_sweep
+from test_tuning_record import GPT, LSTM, grid
+
+# stands in for src/train.py: appends a launch to launches.txt and writes the outcomes of $OUTCOMES
+FAKE_TRAIN = """
+import json, os, sys
+sweep = [a.split("=", 1)[1] for a in sys.argv if a.startswith("hydra.sweep.dir=")][0]
+open(os.path.join(sweep, "launches.txt"), "a").write(" ".join(sys.argv[1:]) + "\\n")
+with open(os.path.join(sweep, "jobs.jsonl"), "a") as f:
+    for job, status in enumerate(os.environ["OUTCOMES"].split(",")):
+        f.write(json.dumps({"job": job, "status": status}) + "\\n")
+"""
+
+
+def test_a_sweep_is_done_only_when_every_job_completed_and_is_never_launched_again(tmp_path, monkeypatch):
+    # bugs caught: `campaign.done` written while a job failed (the chain would go on without its
+    # cells); a done sweep launched again (every resumption re-pays the launcher's start-up); the
+    # launcher's last outcome per job not the one read (a job that failed, then completed on resume)
+    train = tmp_path / "train.py"
+    train.write_text(FAKE_TRAIN)
+    monkeypatch.setenv("OUTCOMES", "completed,failed")
+    assert not run_sweep(tmp_path, "s", ["experiment=x"], 1, ["logger=csv"], log=lambda *_: None, train=str(train))
+    assert not (tmp_path / "s" / DONE).exists() and failed_jobs(tmp_path / "s") == [1]
+    monkeypatch.setenv("OUTCOMES", "completed,completed")  # the resumed launch completes job 1
+    assert run_sweep(tmp_path, "s", ["experiment=x"], 1, [], log=lambda *_: None, train=str(train))
+    assert run_sweep(tmp_path, "s", ["experiment=x"], 1, [], log=lambda *_: None, train=str(train))
+    launches = (tmp_path / "s" / "launches.txt").read_text().splitlines()
+    assert len(launches) == 2 and "hydra/launcher=resumable" in launches[0] and launches[0].endswith("experiment=x logger=csv")
+
+
+def test_the_edges_step_extends_every_family_from_the_base_search_alone(tmp_path):
+    # bugs caught: the extension read from the base and its own extension sweeps (after they ran, the
+    # step would ask for another step beyond: the protocol extends once), or the printed commands
+    # not parsed into the sweeps run (names with the experiment's prefix, the overrides whole)
+    lrs, tokens = [0.25, 0.5, 1, 2, 4], [256, 512, 1024, 2048]
+    base = tmp_path / "tune_frontier_ptb"
+    grid(base, LSTM, lrs, tokens, {(4, 1024): 5.0})
+    grid(base, GPT, lrs, tokens, {(1, 512): 5.5}, start=20)  # inside
+    OmegaConf.save({"hydra": {"overrides": {"task": ["experiment=tune_frontier_ptb"]},
+                              "sweeper": {"params": {"preset": "frontier/ptb/lstm,frontier/ptb/gpt", "budget.flops": "1e12",
+                                                     "tune.lr_scale": "0.25,0.5,1,2,4",
+                                                     "tune.tokens_per_step": "256,512,1024,2048"}}}},
+                   base / "multirun.yaml")
+    chain = Chain("tune_frontier_ptb", tmp_path)
+    expected = [("tune_frontier_ptb_edge_lr", ["experiment=tune_frontier_ptb", "tune.lr_scale=8",
+                                               "tune.tokens_per_step=256,512,1024,2048"])]
+    assert chain.edges() == expected
+    grid(tmp_path / "tune_frontier_ptb_edge_lr", LSTM, [8], tokens, {(8, 1024): 4.0})  # the new best, on the new edge
+    assert chain.edges() == expected and [d.name for d in chain.search_dirs()] == [base.name, "tune_frontier_ptb_edge_lr"]
+
+
+def test_printed_commands_become_sweeps_and_comments_are_skipped():
+    # bug caught: a quoted tune.per_family={...} split at its commas or braces
+    lines = ["# 1e12 FLOPs: the size ...",
+             "bash scripts/sweep_background.sh frontier_tuned_seeds_1e12 experiment=tune_frontier seed=2,3 "
+             "'tune.per_family={lstm:{lr_scale:2,size:l},gpt:{lr_scale:0.5,size:m}}'"]
+    assert parse_commands(lines) == [("frontier_tuned_seeds_1e12", [
+        "experiment=tune_frontier", "seed=2,3", "tune.per_family={lstm:{lr_scale:2,size:l},gpt:{lr_scale:0.5,size:m}}"])]
+
+
+def test_failed_jobs_reads_the_last_outcome_of_each_job(tmp_path):
+    # bug caught: the first outcome of a job read (a job that failed, then completed on resume)
+    (tmp_path / "jobs.jsonl").write_text("\n".join(json.dumps(e) for e in [
+        {"job": 0, "status": "failed"}, {"job": 1, "status": "completed"}, {"job": 0, "status": "completed"},
+        {"job": 2, "status": "failed"}]) + "\n")
+    assert failed_jobs(tmp_path) == [2]

@@ -120,9 +120,10 @@ def run_sweep(root: Path, name: str, overrides: list[str], jobs: int, extra: lis
         return True
     sweep.mkdir(parents=True, exist_ok=True)
     pid_file = sweep / "launcher.pid"
-    while pid_file.is_file() and _alive(pid_file):
-        log(f"{name}: running in another process (pid {pid_file.read_text().strip()}); waiting")
-        time.sleep(60)
+    if pid_file.is_file() and _alive(pid_file):
+        log(f"{name}: running in another process (pid {pid_file.read_text().strip()}); waiting for it")
+        while _alive(pid_file):
+            time.sleep(60)
     words = [sys.executable, train, "-m", "hydra/launcher=resumable", f"hydra.sweep.dir={sweep}",
              f"hydra.launcher.jobs={jobs}", *overrides, *extra]
     log(f"{name}: {shlex.join(words[1:])}")

@@ -8,7 +8,7 @@ import json
 from omegaconf import OmegaConf
 
 from seqbench.campaign import DONE, Chain, failed_jobs, parse_commands, run_sweep
-from test_tuning_record import GPT, LSTM, grid
+from test_tuning_record import GPT, LSTM, grid, job
 
 # stands in for src/train.py: appends a launch to launches.txt and writes the outcomes of $OUTCOMES
 FAKE_TRAIN = """
@@ -73,3 +73,37 @@ def test_failed_jobs_reads_the_last_outcome_of_each_job(tmp_path):
         {"job": 0, "status": "failed"}, {"job": 1, "status": "completed"}, {"job": 0, "status": "completed"},
         {"job": 2, "status": "failed"}]) + "\n")
     assert failed_jobs(tmp_path) == [2]
+
+
+def test_the_transfer_check_runs_each_tuned_rate_and_its_neighbours_one_tier_above_the_search(tmp_path):
+    # bugs caught: the neighbours taken around the recipe's rate (lr x 1) rather than the tuned one; the
+    # check run at the searched tier (it would check nothing) or at another size than the searched one
+    base = tmp_path / "tune_frontier"
+    grid(base, LSTM, [1, 2, 4], [256, 512], {(2, 512): 1.5}, corpus="shakespeare", heldout=True)
+    (sweep,) = Chain("tune_frontier", tmp_path).transfer()
+    name, overrides = sweep
+    assert name == f"tune_frontier_transfer_1e13_{LSTM}"
+    assert overrides == ["experiment=tune_frontier", f"preset=frontier/shakespeare/{LSTM}", "size=m", "budget.flops=1e13",
+                         "tune.lr_scale=1,2,4", "tune.tokens_per_step=501"]  # the tokens the best trial's steps held
+
+
+def test_the_top_tier_runs_each_family_at_the_size_chosen_at_the_highest_tier_with_two_seeds(tmp_path):
+    # bugs caught: the size taken from a lower tier's choice (or the searched size), one seed, or the
+    # tier not beyond the frontier's highest; --top-families ignored
+    grid(tmp_path / "tune_frontier", LSTM, [1, 2], [256, 512], {(2, 512): 1.5}, corpus="shakespeare", heldout=True)
+    grid(tmp_path / "tune_frontier", GPT, [1, 2], [256, 512], {(1, 256): 1.6}, start=4, corpus="shakespeare", heldout=True)
+    sizes = tmp_path / "frontier_tuned_sizes"
+    n = 0
+    for family in (LSTM, GPT):
+        for budget, size, loss in [(1e12, "s", 1.0), (1e12, "l", 2.0), (1e13, "s", 2.0), (1e13, "l", 1.0)]:
+            d = job(sizes, n, family, 1, None, loss=loss, budget=budget, corpus="shakespeare", heldout=True)
+            metrics = json.loads((d / "metrics.json").read_text())
+            (d / "metrics.json").write_text(json.dumps({**metrics, "tune/size": size}))
+            n += 1
+    chain = Chain("tune_frontier", tmp_path)
+    (name, overrides), = chain.top()
+    assert name == "frontier_tuned_top_1e14" and "budget.flops=1e14" in overrides and "seed=1234,2" in overrides
+    assert f"tune.per_family={{{LSTM}:{{lr_scale:2,tokens_per_step:501,size:l}},{GPT}:{{lr_scale:1,tokens_per_step:245,size:l}}}}" in overrides
+    chain.top_families = (GPT,)
+    (_, overrides), = chain.top()
+    assert f"preset=frontier/shakespeare/{GPT}" in overrides and LSTM not in overrides[-1]

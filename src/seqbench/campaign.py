@@ -13,8 +13,11 @@ job done leaves `campaign.done`, so running the same command again goes on where
     python -m seqbench.campaign tune_frontier_ptb --dry-run                   # the steps and their state
 
 The sweeps are named `<experiment>`, `<experiment>_untuned`, `<experiment>_edge_{tokens,lr}`,
-`<frontier>_tuned_sizes` and `<frontier>_tuned_seeds_<tier>` under `--root`. The transfer check and
-the 1e14 tier are not part of the chain: their commands are on the protocol page.
+`<frontier>_tuned_sizes`, `<frontier>_tuned_seeds_<tier>`, `<experiment>_transfer_<tier>_<family>` (the
+transfer check: the tuned rate and its two neighbours one tier above the searched one) and
+`<frontier>_tuned_top_<tier>` (one tier beyond the frontier's highest, two seeds; `--top-families`
+limits it) under `--root`. `--steps` picks a part of the chain (the protocol runs transfer and top on
+Tiny Shakespeare only).
 """
 
 from __future__ import annotations
@@ -27,6 +30,8 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+
+from omegaconf import OmegaConf
 
 DONE = "campaign.done"
 Sweep = tuple[str, list[str]]  # (sweep name, overrides)
@@ -81,13 +86,62 @@ class Chain:
     def _final(self, sizes: list[Path] | None) -> list[Sweep]:
         from seqbench.final_cells import Experiment, final_commands
         from seqbench.report import read_local
+
+        size_runs = read_local(sizes) if sizes else None
+        return parse_commands(final_commands(self._tuned(), Experiment(self.experiment), size_runs))
+
+    def transfer(self) -> list[Sweep]:
+        """The transfer check: at the first tier above the searched one, each family's tuned setting and
+        its two rate neighbours (lr x/÷ 2) at the searched size, one seed; a sweep per family."""
+        from seqbench.final_cells import Experiment, flops_text
+
+        experiment = Experiment(self.experiment)
+        searched, size = _searched(self.experiment)
+        above = [t for t in experiment.tiers() if t > searched]
+        if not above:
+            return []
+        out = []
+        for family, setting in self._tuned().items():
+            lr = float(setting["lr_scale"])
+            out.append((f"{self.experiment}_transfer_{flops_text(above[0])}_{family}",
+                        [f"experiment={self.experiment}", f"preset={experiment.presets[family]}", f"size={size}",
+                         f"budget.flops={flops_text(above[0])}", f"tune.lr_scale={lr / 2:g},{lr:g},{lr * 2:g}",
+                         f"tune.tokens_per_step={setting['tokens_per_step']}"]))
+        return out
+
+    def top(self) -> list[Sweep]:
+        """One tier beyond the frontier's highest: each family (of `self.top_families`, all by default) at
+        the size chosen at the highest tier, with its tuned setting, two seeds."""
+        from seqbench.final_cells import Experiment, chosen_sizes, command, flops_text
+        from seqbench.report import read_local
+
+        experiment = Experiment(self.experiment)
+        highest = max(experiment.tiers())
+        chosen = chosen_sizes(read_local([self.root / f"{experiment.frontier}_tuned_sizes"]))
+        settings = {f: {**s, "size": chosen[(f, highest)]} for f, s in self._tuned().items()
+                    if (f, highest) in chosen and (not self.top_families or f in self.top_families)}
+        if not settings:
+            return []
+        first_seed = OmegaConf.load(experiment.conf_dir / "train.yaml").seed
+        return parse_commands([command(f"{experiment.frontier}_tuned_top_{flops_text(highest * 10)}", experiment,
+                                       [highest * 10], f"{first_seed},2", settings)])
+
+    def _tuned(self) -> dict[str, dict]:
+        from seqbench.report import read_local
         from seqbench.tuning import per_family, summary
 
-        tuned = per_family(summary(read_local(self.search_dirs())))
-        size_runs = read_local(sizes) if sizes else None
-        return parse_commands(final_commands(tuned, Experiment(self.experiment), size_runs))
+        return per_family(summary(read_local(self.search_dirs())))
 
-    STEPS = ("search", "untuned", "edges", "sizes", "seeds")
+    STEPS = ("search", "untuned", "edges", "sizes", "seeds", "transfer", "top")
+    top_families: tuple[str, ...] = ()
+
+
+def _searched(experiment: str) -> tuple[float, str]:
+    """The tier and size the tuning experiment searches (its `budget.flops` axis and `size`)."""
+    from seqbench.compose import CONF_DIR
+
+    conf = OmegaConf.load(CONF_DIR / "experiment" / f"{experiment}.yaml")
+    return float(str(conf.hydra.sweeper.params["budget.flops"])), str(conf.size)
 
 
 def failed_jobs(sweep: Path) -> list[int]:
@@ -151,9 +205,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--root", type=Path, default=Path("outputs/sweeps"), help="where the sweeps go")
     parser.add_argument("--jobs", type=int, default=2, help="jobs at a time (one thread each)")
     parser.add_argument("--steps", default=",".join(Chain.STEPS), help=f"which of {', '.join(Chain.STEPS)}")
+    parser.add_argument("--top-families", default="", help="the families of the `top` step (comma-separated; "
+                        "default: every family searched)")
     parser.add_argument("--dry-run", action="store_true", help="print each step's sweeps and state, run nothing")
     args = parser.parse_args(argv)
     chain = Chain(args.experiment, args.root)
+    chain.top_families = tuple(f for f in args.top_families.split(",") if f)
     for step in args.steps.split(","):
         if step not in Chain.STEPS:
             parser.error(f"no step {step!r}: the steps are {', '.join(Chain.STEPS)}")

@@ -18,6 +18,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -45,28 +46,35 @@ sys.path.insert(0, str(ROOT / "src"))
 from seqbench.compose import finalize  # noqa: E402
 from seqbench.entry import register_resolvers  # noqa: E402
 
+import config_cache  # noqa: E402
+
 register_resolvers()
+config_cache.install()  # each config file parsed once per process: a third of each composition's time
 
 
-def compose_cfg(overrides: list[str], output_dir: Path, config_name: str = "train") -> DictConfig:
+def compose_cfg(overrides: list[str], output_dir: Path, config_name: str = "train",
+                raw: Callable[[list[str]], DictConfig] | None = None) -> DictConfig:
     """Compose like `src/train.py` does — Hydra, then the recipe and debug bounds of `seqbench.compose`
-    — with `${hydra:...}` resolvable and outputs in `output_dir`."""
-
-    def raw(overrides: list[str]) -> DictConfig:
-        GlobalHydra.instance().clear()
-        with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
-            cfg = compose(config_name=config_name, overrides=overrides, return_hydra_config=True)
-        with open_dict(cfg):
-            cfg.hydra.runtime.output_dir = str(output_dir)
-            cfg.hydra.job.num = 0
-        HydraConfig.instance().set_config(cfg)
-        return cfg
-
+    — with `${hydra:...}` resolvable and outputs in `output_dir`. `raw` replaces Hydra's composition
+    (`compose_raw`) where a test composes many jobs of one sweep (tests/test_readme_commands.py)."""
+    raw = raw or (lambda overrides: compose_raw(overrides, output_dir, config_name))
     cfg = raw(overrides)
     if config_name != "train":
         return cfg
     choices = {k: v for k, v in cfg.hydra.runtime.choices.items() if isinstance(v, str)}
     return finalize(cfg, overrides, choices, raw)
+
+
+def compose_raw(overrides: list[str], output_dir: Path, config_name: str = "train") -> DictConfig:
+    """Hydra's composition alone (no recipe), as the current Hydra config, outputs in `output_dir`."""
+    GlobalHydra.instance().clear()
+    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+        cfg = compose(config_name=config_name, overrides=overrides, return_hydra_config=True)
+    with open_dict(cfg):
+        cfg.hydra.runtime.output_dir = str(output_dir)
+        cfg.hydra.job.num = 0
+    HydraConfig.instance().set_config(cfg)
+    return cfg
 
 
 def model_config(name: str) -> DictConfig:

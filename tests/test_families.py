@@ -63,7 +63,9 @@ def test_the_sweeps_run_the_compared_families_presets(experiment, tmp_path):
 @pytest.mark.corpus("ptb")
 def test_hydras_sweeper_launches_one_job_per_compared_family(tmp_path):
     """The `${families:ptb}` list as Hydra's own sweeper expands it (jobs built, not trained)."""
-    out = run_cli(["-m", "experiment=ptb_families", "debug=fast", "logger=csv", "train=false", "test=false"], tmp_path)
+    # hydra/launcher=basic: the jobs in this process (the fresh process per job is tests/test_launcher.py's)
+    out = run_cli(["-m", "experiment=ptb_families", "hydra/launcher=basic", "debug=fast", "logger=csv", "train=false",
+                   "test=false"], tmp_path)
     assert out.returncode == 0, out.stderr[-3000:]
     (sweep,) = (tmp_path / "debug" / "multiruns").iterdir()  # debug runs live apart: conf/debug/default.yaml
     jobs = [json.loads(line)["overrides"].split()[0] for line in (sweep / "jobs.jsonl").read_text().splitlines()]

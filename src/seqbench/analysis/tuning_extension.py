@@ -58,18 +58,16 @@ def _join(values) -> str:
 
 def extensions(found: list[Search]) -> list[Extension]:
     """Per corpus where some family's best lies on an edge of the merged grid: the values one step
-    beyond each such edge. A corpus whose families were searched on different grids is refused (the
-    rule presumes one search for all)."""
+    beyond each such edge of the corpus's grid (the union of its families' axes)."""
     out = []
     for corpus in dict.fromkeys(s.corpus for s in found):
         mine = [s for s in found if s.corpus == corpus and s.lr_axis and s.tokens_axis]
         if not mine:
             continue
-        axes = {(tuple(s.lr_axis), tuple(s.tokens_axis)) for s in mine}
-        if len(axes) > 1:
-            raise ValueError(f"{corpus}: the families were searched on different grids "
-                             f"({sorted(axes)}); the edge rule extends one grid for all")
-        lrs, tokens = (list(a) for a in axes.pop())
+        # the corpus's grid: every family's planned points (a family part-way through a sweep without a
+        # multirun.yaml knows only the points it reached)
+        lrs = sorted({v for s in mine for v in s.lr_axis})
+        tokens = sorted({v for s in mine for v in s.tokens_axis})
         reasons = {s.family: s.edges() for s in mine if s.edges()}
         hit = {edge for edges in reasons.values() for edge in edges}
         new = {"lr": set(), "tokens": set()}

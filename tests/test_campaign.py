@@ -10,31 +10,54 @@ from omegaconf import OmegaConf
 from seqbench.campaign import DONE, Chain, failed_jobs, parse_commands, run_sweep
 from test_tuning_record import GPT, LSTM, grid, job
 
-# stands in for src/train.py: appends a launch to launches.txt and writes the outcomes of $OUTCOMES
+# stands in for src/train.py: appends a launch to launches.txt and writes the outcomes of $OUTCOMES, whose
+# `;`-separated parts are the outcomes of the first, second, ... launch (the last part repeats); a job
+# that completed before is skipped, as the resumable launcher skips it
 FAKE_TRAIN = """
 import json, os, sys
 sweep = [a.split("=", 1)[1] for a in sys.argv if a.startswith("hydra.sweep.dir=")][0]
-open(os.path.join(sweep, "launches.txt"), "a").write(" ".join(sys.argv[1:]) + "\\n")
-with open(os.path.join(sweep, "jobs.jsonl"), "a") as f:
-    for job, status in enumerate(os.environ["OUTCOMES"].split(",")):
-        f.write(json.dumps({"job": job, "status": status}) + "\\n")
+log = os.path.join(sweep, "launches.txt")
+launch = len(open(log).read().splitlines()) if os.path.exists(log) else 0
+open(log, "a").write(" ".join(sys.argv[1:]) + "\\n")
+parts = os.environ["OUTCOMES"].split(";")
+jobs = os.path.join(sweep, "jobs.jsonl")
+last = {}
+for line in open(jobs).read().splitlines() if os.path.exists(jobs) else []:
+    last[json.loads(line)["job"]] = json.loads(line)["status"]
+with open(jobs, "a") as f:
+    for job, status in enumerate(parts[min(launch, len(parts) - 1)].split(",")):
+        if last.get(job) != "completed":
+            f.write(json.dumps({"job": job, "status": status}) + "\\n")
+sys.exit(1 if any(last.get(j) != "completed" and s == "failed"
+                  for j, s in enumerate(parts[min(launch, len(parts) - 1)].split(","))) else 0)
 """
 
 
 def test_a_sweep_is_done_only_when_every_job_completed_and_is_never_launched_again(tmp_path, monkeypatch):
     # bugs caught: `campaign.done` written while a job failed (the chain would go on without its
-    # cells); a done sweep launched again (every resumption re-pays the launcher's start-up); the
-    # launcher's last outcome per job not the one read (a job that failed, then completed on resume)
+    # cells, here after the first launch); one failure (a job killed for memory on the shared machine)
+    # stopping the unattended chain until a person comes back, rather than a resumed launch; a done
+    # sweep launched again (every resumption re-pays the launcher's start-up); the launcher's last
+    # outcome per job not the one read (a job that failed, then completed on resume)
     train = tmp_path / "train.py"
     train.write_text(FAKE_TRAIN)
-    monkeypatch.setenv("OUTCOMES", "completed,failed")
-    assert not run_sweep(tmp_path, "s", ["experiment=x"], 1, ["logger=csv"], log=lambda *_: None, train=str(train))
-    assert not (tmp_path / "s" / DONE).exists() and failed_jobs(tmp_path / "s") == [1]
-    monkeypatch.setenv("OUTCOMES", "completed,completed")  # the resumed launch completes job 1
-    assert run_sweep(tmp_path, "s", ["experiment=x"], 1, [], log=lambda *_: None, train=str(train))
+    monkeypatch.setenv("OUTCOMES", "completed,failed;completed,completed")  # job 1 fails once
+    assert run_sweep(tmp_path, "s", ["experiment=x"], 1, ["logger=csv"], log=lambda *_: None, train=str(train))
+    assert failed_jobs(tmp_path / "s") == [] and "failed" not in (tmp_path / "s" / DONE).read_text()
     assert run_sweep(tmp_path, "s", ["experiment=x"], 1, [], log=lambda *_: None, train=str(train))
     launches = (tmp_path / "s" / "launches.txt").read_text().splitlines()
     assert len(launches) == 2 and "hydra/launcher=resumable" in launches[0] and launches[0].endswith("experiment=x logger=csv")
+
+
+def test_a_job_that_fails_at_every_launch_does_not_stop_the_chain_forever(tmp_path, monkeypatch):
+    # bug caught: a job that fails at every launch (a deterministic crash) blocking every later step
+    # forever, since each resumption of the chain runs it again and stops again
+    train = tmp_path / "train.py"
+    train.write_text(FAKE_TRAIN)
+    monkeypatch.setenv("OUTCOMES", "completed,failed,completed")
+    assert run_sweep(tmp_path, "s", [], 1, [], log=lambda *_: None, train=str(train), attempts=3)
+    assert len((tmp_path / "s" / "launches.txt").read_text().splitlines()) == 3  # job 1 given three chances
+    assert "failed at each of 3 launches: jobs [1]" in (tmp_path / "s" / DONE).read_text()
 
 
 def test_the_edges_step_extends_every_family_from_the_base_search_alone(tmp_path):

@@ -7,7 +7,7 @@ import json
 
 from omegaconf import OmegaConf
 
-from seqbench.campaign import DONE, Chain, failed_jobs, parse_commands, run_sweep
+from seqbench.campaign import DONE, Chain, failed_jobs, main, parse_commands, run_sweep
 from test_tuning_record import GPT, LSTM, grid, job
 
 # stands in for src/train.py: appends a launch to launches.txt and writes the outcomes of $OUTCOMES, whose
@@ -130,3 +130,12 @@ def test_the_top_tier_runs_each_family_at_the_size_chosen_at_the_highest_tier_wi
     chain.top_families = (GPT,)
     (_, overrides), = chain.top()
     assert f"preset=frontier/shakespeare/{GPT}" in overrides and LSTM not in overrides[-1]
+
+
+def test_the_dry_run_before_the_search_has_started_says_every_later_step_waits(tmp_path, capsys):
+    # bug caught: "every search directory done" read over no directory at all (all([]) is true), so the
+    # first look at where the chain stands, before the search began, computed the edges from a search
+    # that does not exist and stopped with "is not a directory"
+    assert main(["tune_frontier_ptb", "--dry-run", "--root", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "tune_frontier_ptb [to run]" in out and "# edges: waits for the steps before it" in out

@@ -234,7 +234,8 @@ def main(argv: list[str] | None = None) -> int:
     for step in args.steps.split(","):
         if step not in Chain.STEPS:
             parser.error(f"no step {step!r}: the steps are {', '.join(Chain.STEPS)}")
-        if args.dry_run and step != "search" and not all((d / DONE).is_file() for d in chain.search_dirs()):
+        searched = chain.search_dirs() and all((d / DONE).is_file() for d in chain.search_dirs())  # none: not begun
+        if args.dry_run and step != "search" and not searched:
             print(f"# {step}: waits for the steps before it")
             continue
         sweeps = getattr(chain, step)()

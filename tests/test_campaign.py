@@ -4,6 +4,7 @@ them, a sweep marked done only when every job completed, and a done sweep never 
 from __future__ import annotations
 
 import json
+import math
 
 from omegaconf import OmegaConf
 
@@ -139,3 +140,19 @@ def test_the_dry_run_before_the_search_has_started_says_every_later_step_waits(t
     assert main(["tune_frontier_ptb", "--dry-run", "--root", str(tmp_path)]) == 0
     out = capsys.readouterr().out
     assert "tune_frontier_ptb [to run]" in out and "# edges: waits for the steps before it" in out
+
+
+def test_a_size_whose_run_diverged_after_its_best_validation_is_not_the_one_seeded(tmp_path):
+    # bug caught: the size selection read a run whose loss blew up (metrics.json: null, as seqbench.run
+    # writes NaN) as completed, so a tuned rate too high for the large size could still pick that size,
+    # and its seeds 2 and 3 would be spent on a setting that diverges
+    from seqbench.final_cells import chosen_sizes
+    from seqbench.report import read_local
+    from seqbench.run import write_metrics
+
+    sizes = tmp_path / "frontier_tuned_sizes"
+    for n, (size, loss, last) in enumerate([("s", 1.6, 1.6), ("l", 1.4, math.nan)]):
+        d = job(sizes, n, LSTM, 1, None, finished=False, corpus="shakespeare", heldout=True)
+        write_metrics(d / "metrics.json", {"status": "completed", "val/loss_best": loss, "val/loss": last,
+                                           "train/loss": last, "budget/flops": 1e12, "tune/size": size})
+    assert chosen_sizes(read_local([sizes])) == {(LSTM, 1e12): "s"}

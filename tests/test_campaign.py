@@ -29,6 +29,8 @@ with open(jobs, "a") as f:
     for job, status in enumerate(parts[min(launch, len(parts) - 1)].split(",")):
         if last.get(job) != "completed":
             f.write(json.dumps({"job": job, "status": status}) + "\\n")
+if os.environ.get("STOPPED"):  # someone stops the sweep: its launcher gets SIGTERM
+    os.kill(os.getpid(), 15)
 sys.exit(1 if any(last.get(j) != "completed" and s == "failed"
                   for j, s in enumerate(parts[min(launch, len(parts) - 1)].split(","))) else 0)
 """
@@ -156,3 +158,14 @@ def test_a_size_whose_run_diverged_after_its_best_validation_is_not_the_one_seed
         write_metrics(d / "metrics.json", {"status": "completed", "val/loss_best": loss, "val/loss": last,
                                            "train/loss": last, "budget/flops": 1e12, "tune/size": size})
     assert chosen_sizes(read_local([sizes])) == {(LSTM, 1e12): "s"}
+
+
+def test_a_sweep_stopped_by_a_signal_is_not_launched_again_nor_given_up_on(tmp_path, monkeypatch):
+    # bug caught: a launcher stopped on purpose (SIGTERM) read as a failure to retry, so the sweep a
+    # person stopped starts again, and after three stops its failed jobs are given up on as "done"
+    train = tmp_path / "train.py"
+    train.write_text(FAKE_TRAIN)
+    monkeypatch.setenv("OUTCOMES", "completed,failed")
+    monkeypatch.setenv("STOPPED", "1")
+    assert not run_sweep(tmp_path, "s", [], 1, [], log=lambda *_: None, train=str(train))
+    assert len((tmp_path / "s" / "launches.txt").read_text().splitlines()) == 1 and not (tmp_path / "s" / DONE).exists()

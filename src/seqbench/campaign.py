@@ -178,7 +178,8 @@ def run_sweep(root: Path, name: str, overrides: list[str], jobs: int, extra: lis
     resume), up to `attempts` launches; one that failed at each of them fails for a reason a resumption
     does not change, and blocking every later step on it forever would stop the chain for good: the
     sweep is marked done with those jobs named in `campaign.done` (the tuning record counts them as
-    failed). A launcher that failed with no failed job (the sweep did not compose) stops the chain."""
+    failed). A launcher that failed with no failed job (the sweep did not compose), or was stopped by a
+    signal (someone stopped it), stops the chain."""
     sweep = root / name
     if (sweep / DONE).is_file():
         log(f"{name}: done before")
@@ -204,15 +205,16 @@ def run_sweep(root: Path, name: str, overrides: list[str], jobs: int, extra: lis
             (sweep / DONE).write_text(time.strftime("%Y-%m-%dT%H:%M:%SZ\n", time.gmtime()))
             log(f"{name}: done")
             return True
-        if not failed:
+        if not failed or rc < 0:  # no job failed, or someone stopped the launcher (a signal): not to retry
             break
-    if failed:  # every launch reran them (completed jobs are skipped), and each time they failed
+    if failed and rc >= 0:  # every launch reran them (completed jobs are skipped), and each time they failed
         (sweep / DONE).write_text(time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
                                   + f" failed at each of {attempts} launches: jobs {failed}\n")
         log(f"{name}: jobs {failed} failed at each of {attempts} launches; given up on (see jobs.jsonl), "
             f"the chain goes on")
         return True
-    log(f"{name}: the launcher exited with {rc} and no job failed; see launcher.log")
+    log(f"{name}: the launcher exited with {rc}" + (f", jobs not completed: {failed}" if failed else ", no job failed")
+        + "; see launcher.log")
     return False
 
 

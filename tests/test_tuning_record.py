@@ -234,3 +234,21 @@ def test_a_trial_that_diverged_after_its_best_validation_is_never_the_best_setti
     (search,) = searches(read_trials([sweep]))
     assert search.count("diverged") == 1 and search.best.lr_scale == 1
     assert per_family(summary(read_local([sweep]))) == {LSTM: {"lr_scale": 1.0, "tokens_per_step": 245}}
+
+
+def test_an_extended_grid_s_edge_is_reported_and_no_second_extension_is_printed_into_the_first_s_directory(tmp_path):
+    # bug caught: `python -m seqbench.tuning <base> <base>_edge_lr` printed the edge rule's command again
+    # for the extended grid, under the same sweep name (<base>_edge_lr) with another grid: run as printed,
+    # the resumable launcher skips the new grid's jobs as "completed" (their numbers are the old jobs')
+    lrs, tokens = [0.25, 0.5, 1, 2, 4], [256, 512, 1024, 2048]
+    base, edge = tmp_path / "tune_frontier_ptb", tmp_path / "tune_frontier_ptb_edge_lr"
+    grid(base, LSTM, lrs, tokens, {(4, 1024): 5.0})
+    OmegaConf.save({"hydra": {"overrides": {"task": ["experiment=tune_frontier_ptb"]},
+                              "sweeper": {"params": {"preset": "frontier/ptb/lstm", "budget.flops": "1e12",
+                                                     "tune.lr_scale": "0.25,0.5,1,2,4",
+                                                     "tune.tokens_per_step": "256,512,1024,2048"}}}},
+                   base / "multirun.yaml")
+    grid(edge, LSTM, [8], tokens, {(8, 1024): 4.0})  # the new best, on the extended grid's edge
+    lines = commands(searches(read_trials([base, edge])), [base, edge])
+    assert not [line for line in lines if line.startswith("bash ")], lines
+    assert any("tune_frontier_ptb_edge_lr has run" in line for line in lines), lines

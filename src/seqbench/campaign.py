@@ -193,9 +193,11 @@ def run_sweep(root: Path, name: str, overrides: list[str], jobs: int, extra: lis
     words = [sys.executable, train, "-m", "hydra/launcher=resumable", f"hydra.sweep.dir={sweep}",
              f"hydra.launcher.jobs={jobs}", *overrides, *extra]
     for attempt in range(1, attempts + 1):
-        log(f"{name}: {shlex.join(words[1:])}" + (f" (launch {attempt} of {attempts})" if attempt > 1 else ""))
+        again = f" (launch {attempt} of {attempts})" if attempt > 1 else ""
+        log(f"{name}: {shlex.join(words[1:])}{again}")
         with open(sweep / "launcher.log", "a") as out:
-            out.write(f"== {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())} campaign: {shlex.join(words[3:])}\n")
+            now = time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())
+            out.write(f"== {now} campaign: {shlex.join(words[3:])}\n")
             out.flush()
             proc = subprocess.Popen(words, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
             pid_file.write_text(str(proc.pid))
@@ -213,8 +215,8 @@ def run_sweep(root: Path, name: str, overrides: list[str], jobs: int, extra: lis
         log(f"{name}: jobs {failed} failed at each of {attempts} launches; given up on (see jobs.jsonl), "
             f"the chain goes on")
         return True
-    log(f"{name}: the launcher exited with {rc}" + (f", jobs not completed: {failed}" if failed else ", no job failed")
-        + "; see launcher.log")
+    left = f"jobs not completed: {failed}" if failed else "no job failed"
+    log(f"{name}: the launcher exited with {rc}, {left}; see launcher.log")
     return False
 
 
@@ -236,7 +238,8 @@ def main(argv: list[str] | None = None) -> int:
     for step in args.steps.split(","):
         if step not in Chain.STEPS:
             parser.error(f"no step {step!r}: the steps are {', '.join(Chain.STEPS)}")
-        searched = chain.search_dirs() and all((d / DONE).is_file() for d in chain.search_dirs())  # none: not begun
+        dirs = chain.search_dirs()  # none: the search has not begun
+        searched = dirs and all((d / DONE).is_file() for d in dirs)
         if args.dry_run and step != "search" and not searched:
             print(f"# {step}: waits for the steps before it")
             continue

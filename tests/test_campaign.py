@@ -4,37 +4,63 @@ them, a sweep marked done only when every job completed, and a done sweep never 
 from __future__ import annotations
 
 import json
+import math
 
 from omegaconf import OmegaConf
 
-from seqbench.campaign import DONE, Chain, failed_jobs, parse_commands, run_sweep
+from seqbench.campaign import DONE, Chain, failed_jobs, main, parse_commands, run_sweep
 from test_tuning_record import GPT, LSTM, grid, job
 
-# stands in for src/train.py: appends a launch to launches.txt and writes the outcomes of $OUTCOMES
+# stands in for src/train.py: appends a launch to launches.txt and writes the outcomes of $OUTCOMES, whose
+# `;`-separated parts are the outcomes of the first, second, ... launch (the last part repeats); a job
+# that completed before is skipped, as the resumable launcher skips it
 FAKE_TRAIN = """
 import json, os, sys
 sweep = [a.split("=", 1)[1] for a in sys.argv if a.startswith("hydra.sweep.dir=")][0]
-open(os.path.join(sweep, "launches.txt"), "a").write(" ".join(sys.argv[1:]) + "\\n")
-with open(os.path.join(sweep, "jobs.jsonl"), "a") as f:
-    for job, status in enumerate(os.environ["OUTCOMES"].split(",")):
-        f.write(json.dumps({"job": job, "status": status}) + "\\n")
+log = os.path.join(sweep, "launches.txt")
+launch = len(open(log).read().splitlines()) if os.path.exists(log) else 0
+open(log, "a").write(" ".join(sys.argv[1:]) + "\\n")
+parts = os.environ["OUTCOMES"].split(";")
+jobs = os.path.join(sweep, "jobs.jsonl")
+last = {}
+for line in open(jobs).read().splitlines() if os.path.exists(jobs) else []:
+    last[json.loads(line)["job"]] = json.loads(line)["status"]
+with open(jobs, "a") as f:
+    for job, status in enumerate(parts[min(launch, len(parts) - 1)].split(",")):
+        if last.get(job) != "completed":
+            f.write(json.dumps({"job": job, "status": status}) + "\\n")
+if os.environ.get("STOPPED"):  # someone stops the sweep: its launcher gets SIGTERM
+    os.kill(os.getpid(), 15)
+sys.exit(1 if any(last.get(j) != "completed" and s == "failed"
+                  for j, s in enumerate(parts[min(launch, len(parts) - 1)].split(","))) else 0)
 """
 
 
 def test_a_sweep_is_done_only_when_every_job_completed_and_is_never_launched_again(tmp_path, monkeypatch):
     # bugs caught: `campaign.done` written while a job failed (the chain would go on without its
-    # cells); a done sweep launched again (every resumption re-pays the launcher's start-up); the
-    # launcher's last outcome per job not the one read (a job that failed, then completed on resume)
+    # cells, here after the first launch); one failure (a job killed for memory on the shared machine)
+    # stopping the unattended chain until a person comes back, rather than a resumed launch; a done
+    # sweep launched again (every resumption re-pays the launcher's start-up); the launcher's last
+    # outcome per job not the one read (a job that failed, then completed on resume)
     train = tmp_path / "train.py"
     train.write_text(FAKE_TRAIN)
-    monkeypatch.setenv("OUTCOMES", "completed,failed")
-    assert not run_sweep(tmp_path, "s", ["experiment=x"], 1, ["logger=csv"], log=lambda *_: None, train=str(train))
-    assert not (tmp_path / "s" / DONE).exists() and failed_jobs(tmp_path / "s") == [1]
-    monkeypatch.setenv("OUTCOMES", "completed,completed")  # the resumed launch completes job 1
-    assert run_sweep(tmp_path, "s", ["experiment=x"], 1, [], log=lambda *_: None, train=str(train))
+    monkeypatch.setenv("OUTCOMES", "completed,failed;completed,completed")  # job 1 fails once
+    assert run_sweep(tmp_path, "s", ["experiment=x"], 1, ["logger=csv"], log=lambda *_: None, train=str(train))
+    assert failed_jobs(tmp_path / "s") == [] and "failed" not in (tmp_path / "s" / DONE).read_text()
     assert run_sweep(tmp_path, "s", ["experiment=x"], 1, [], log=lambda *_: None, train=str(train))
     launches = (tmp_path / "s" / "launches.txt").read_text().splitlines()
     assert len(launches) == 2 and "hydra/launcher=resumable" in launches[0] and launches[0].endswith("experiment=x logger=csv")
+
+
+def test_a_job_that_fails_at_every_launch_does_not_stop_the_chain_forever(tmp_path, monkeypatch):
+    # bug caught: a job that fails at every launch (a deterministic crash) blocking every later step
+    # forever, since each resumption of the chain runs it again and stops again
+    train = tmp_path / "train.py"
+    train.write_text(FAKE_TRAIN)
+    monkeypatch.setenv("OUTCOMES", "completed,failed,completed")
+    assert run_sweep(tmp_path, "s", [], 1, [], log=lambda *_: None, train=str(train), attempts=3)
+    assert len((tmp_path / "s" / "launches.txt").read_text().splitlines()) == 3  # job 1 given three chances
+    assert "failed at each of 3 launches: jobs [1]" in (tmp_path / "s" / DONE).read_text()
 
 
 def test_the_edges_step_extends_every_family_from_the_base_search_alone(tmp_path):
@@ -107,3 +133,39 @@ def test_the_top_tier_runs_each_family_at_the_size_chosen_at_the_highest_tier_wi
     chain.top_families = (GPT,)
     (_, overrides), = chain.top()
     assert f"preset=frontier/shakespeare/{GPT}" in overrides and LSTM not in overrides[-1]
+
+
+def test_the_dry_run_before_the_search_has_started_says_every_later_step_waits(tmp_path, capsys):
+    # bug caught: "every search directory done" read over no directory at all (all([]) is true), so the
+    # first look at where the chain stands, before the search began, computed the edges from a search
+    # that does not exist and stopped with "is not a directory"
+    assert main(["tune_frontier_ptb", "--dry-run", "--root", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "tune_frontier_ptb [to run]" in out and "# edges: waits for the steps before it" in out
+
+
+def test_a_size_whose_run_diverged_after_its_best_validation_is_not_the_one_seeded(tmp_path):
+    # bug caught: the size selection read a run whose loss blew up (metrics.json: null, as seqbench.run
+    # writes NaN) as completed, so a tuned rate too high for the large size could still pick that size,
+    # and its seeds 2 and 3 would be spent on a setting that diverges
+    from seqbench.final_cells import chosen_sizes
+    from seqbench.report import read_local
+    from seqbench.run import write_metrics
+
+    sizes = tmp_path / "frontier_tuned_sizes"
+    for n, (size, loss, last) in enumerate([("s", 1.6, 1.6), ("l", 1.4, math.nan)]):
+        d = job(sizes, n, LSTM, 1, None, finished=False, corpus="shakespeare", heldout=True)
+        write_metrics(d / "metrics.json", {"status": "completed", "val/loss_best": loss, "val/loss": last,
+                                           "train/loss": last, "budget/flops": 1e12, "tune/size": size})
+    assert chosen_sizes(read_local([sizes])) == {(LSTM, 1e12): "s"}
+
+
+def test_a_sweep_stopped_by_a_signal_is_not_launched_again_nor_given_up_on(tmp_path, monkeypatch):
+    # bug caught: a launcher stopped on purpose (SIGTERM) read as a failure to retry, so the sweep a
+    # person stopped starts again, and after three stops its failed jobs are given up on as "done"
+    train = tmp_path / "train.py"
+    train.write_text(FAKE_TRAIN)
+    monkeypatch.setenv("OUTCOMES", "completed,failed")
+    monkeypatch.setenv("STOPPED", "1")
+    assert not run_sweep(tmp_path, "s", [], 1, [], log=lambda *_: None, train=str(train))
+    assert len((tmp_path / "s" / "launches.txt").read_text().splitlines()) == 1 and not (tmp_path / "s" / DONE).exists()

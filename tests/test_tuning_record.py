@@ -214,3 +214,41 @@ def test_a_grid_whose_bests_lie_inside_needs_no_extension(tmp_path):
     # bug caught: an extension proposed from the grid's axes alone (every grid has edges)
     grid(tmp_path / "s", LSTM, [0.5, 1, 2], [256, 512, 1024], {(1, 512): 5.0})
     assert extensions(searches(read_trials([tmp_path / "s"]))) == [] and commands(searches(read_trials([tmp_path / "s"])), []) == []
+
+
+def test_a_trial_that_diverged_after_its_best_validation_is_never_the_best_setting(tmp_path):
+    # bug caught: seqbench.run writes a NaN or infinite loss into metrics.json as null (JSON has no NaN),
+    # and a null was read as finite: a run whose loss blew up after a good first validation read as
+    # completed, became the family's best, and the chain (tuning.summary -> per_family) transferred it
+    from seqbench.report import read_local
+    from seqbench.run import write_metrics
+    from seqbench.tuning import per_family, summary
+
+    sweep = tmp_path / "tune_frontier_ptb"
+    grid(sweep, LSTM, [1, 2], [256], {(1, 256): 6.0})
+    blew_up = job(sweep, 2, LSTM, 4, 256, finished=False)
+    write_metrics(blew_up / "metrics.json", {  # as the run leaves it: the first validation good, then NaN
+        "status": "completed", "val/loss_best": 5.0, "val/loss": math.nan, "train/loss": math.inf,
+        "budget/flops": 1e12, "params_non_embedding": 1000, "tune/lr_scale": 4.0, "tune/tokens_per_step": 245,
+        "wall_time_s": 10.0})
+    (search,) = searches(read_trials([sweep]))
+    assert search.count("diverged") == 1 and search.best.lr_scale == 1
+    assert per_family(summary(read_local([sweep]))) == {LSTM: {"lr_scale": 1.0, "tokens_per_step": 245}}
+
+
+def test_an_extended_grid_s_edge_is_reported_and_no_second_extension_is_printed_into_the_first_s_directory(tmp_path):
+    # bug caught: `python -m seqbench.tuning <base> <base>_edge_lr` printed the edge rule's command again
+    # for the extended grid, under the same sweep name (<base>_edge_lr) with another grid: run as printed,
+    # the resumable launcher skips the new grid's jobs as "completed" (their numbers are the old jobs')
+    lrs, tokens = [0.25, 0.5, 1, 2, 4], [256, 512, 1024, 2048]
+    base, edge = tmp_path / "tune_frontier_ptb", tmp_path / "tune_frontier_ptb_edge_lr"
+    grid(base, LSTM, lrs, tokens, {(4, 1024): 5.0})
+    OmegaConf.save({"hydra": {"overrides": {"task": ["experiment=tune_frontier_ptb"]},
+                              "sweeper": {"params": {"preset": "frontier/ptb/lstm", "budget.flops": "1e12",
+                                                     "tune.lr_scale": "0.25,0.5,1,2,4",
+                                                     "tune.tokens_per_step": "256,512,1024,2048"}}}},
+                   base / "multirun.yaml")
+    grid(edge, LSTM, [8], tokens, {(8, 1024): 4.0})  # the new best, on the extended grid's edge
+    lines = commands(searches(read_trials([base, edge])), [base, edge])
+    assert not [line for line in lines if line.startswith("bash ")], lines
+    assert any("tune_frontier_ptb_edge_lr has run" in line for line in lines), lines

@@ -7,6 +7,8 @@ step is a chance to run the wrong grid, and a session stop leaves a person to wo
 chain was. This runs the chain in order; each sweep goes through the resumable launcher (a killed
 job resumes from its last checkpoint, a finished one is skipped), and a sweep that ended with every
 job done leaves `campaign.done`, so running the same command again goes on where the last one stopped.
+A failed job is launched again, up to `ATTEMPTS` launches; one that failed at each is named in
+`campaign.done` and the chain goes on (`run_sweep`).
 
     python -m seqbench.campaign tune_frontier_ptb --jobs 1 -- logger=csv      # in the foreground
     bash scripts/campaign_background.sh tune_frontier_ptb --jobs 1 -- logger=csv   # in the background
@@ -164,10 +166,20 @@ def _alive(pid_file: Path) -> bool:
         return False
 
 
+ATTEMPTS = 3  # launches of a sweep in one call before a job that failed at each of them is given up on
+
+
 def run_sweep(root: Path, name: str, overrides: list[str], jobs: int, extra: list[str], log=print,
-              train: str = "src/train.py") -> bool:
+              train: str = "src/train.py", attempts: int = ATTEMPTS) -> bool:
     """Launch (or resume) one sweep with the resumable launcher and wait for it; True once every job is
-    done. A sweep another process is running is waited for, then resumed here (finished jobs are skipped)."""
+    done. A sweep another process is running is waited for, then resumed here (finished jobs are skipped).
+
+    A job that failed is launched again (a job killed for memory on the shared machine completes on
+    resume), up to `attempts` launches; one that failed at each of them fails for a reason a resumption
+    does not change, and blocking every later step on it forever would stop the chain for good: the
+    sweep is marked done with those jobs named in `campaign.done` (the tuning record counts them as
+    failed). A launcher that failed with no failed job (the sweep did not compose), or was stopped by a
+    signal (someone stopped it), stops the chain."""
     sweep = root / name
     if (sweep / DONE).is_file():
         log(f"{name}: done before")
@@ -180,19 +192,31 @@ def run_sweep(root: Path, name: str, overrides: list[str], jobs: int, extra: lis
             time.sleep(60)
     words = [sys.executable, train, "-m", "hydra/launcher=resumable", f"hydra.sweep.dir={sweep}",
              f"hydra.launcher.jobs={jobs}", *overrides, *extra]
-    log(f"{name}: {shlex.join(words[1:])}")
-    with open(sweep / "launcher.log", "a") as out:
-        out.write(f"== {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())} campaign: {shlex.join(words[3:])}\n")
-        out.flush()
-        proc = subprocess.Popen(words, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-        pid_file.write_text(str(proc.pid))
-        rc = proc.wait()
-    failed = failed_jobs(sweep)
-    if rc == 0 and not failed:
-        (sweep / DONE).write_text(time.strftime("%Y-%m-%dT%H:%M:%SZ\n", time.gmtime()))
-        log(f"{name}: done")
+    for attempt in range(1, attempts + 1):
+        again = f" (launch {attempt} of {attempts})" if attempt > 1 else ""
+        log(f"{name}: {shlex.join(words[1:])}{again}")
+        with open(sweep / "launcher.log", "a") as out:
+            now = time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())
+            out.write(f"== {now} campaign: {shlex.join(words[3:])}\n")
+            out.flush()
+            proc = subprocess.Popen(words, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+            pid_file.write_text(str(proc.pid))
+            rc = proc.wait()
+        failed = failed_jobs(sweep)
+        if rc == 0 and not failed:
+            (sweep / DONE).write_text(time.strftime("%Y-%m-%dT%H:%M:%SZ\n", time.gmtime()))
+            log(f"{name}: done")
+            return True
+        if not failed or rc < 0:  # no job failed, or someone stopped the launcher (a signal): not to retry
+            break
+    if failed and rc >= 0:  # every launch reran them (completed jobs are skipped), and each time they failed
+        (sweep / DONE).write_text(time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+                                  + f" failed at each of {attempts} launches: jobs {failed}\n")
+        log(f"{name}: jobs {failed} failed at each of {attempts} launches; given up on (see jobs.jsonl), "
+            f"the chain goes on")
         return True
-    log(f"{name}: the launcher exited with {rc}; jobs not completed: {failed or 'see launcher.log'}")
+    left = f"jobs not completed: {failed}" if failed else "no job failed"
+    log(f"{name}: the launcher exited with {rc}, {left}; see launcher.log")
     return False
 
 
@@ -214,7 +238,9 @@ def main(argv: list[str] | None = None) -> int:
     for step in args.steps.split(","):
         if step not in Chain.STEPS:
             parser.error(f"no step {step!r}: the steps are {', '.join(Chain.STEPS)}")
-        if args.dry_run and step != "search" and not all((d / DONE).is_file() for d in chain.search_dirs()):
+        dirs = chain.search_dirs()  # none: the search has not begun
+        searched = dirs and all((d / DONE).is_file() for d in dirs)
+        if args.dry_run and step != "search" and not searched:
             print(f"# {step}: waits for the steps before it")
             continue
         sweeps = getattr(chain, step)()

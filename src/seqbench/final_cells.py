@@ -49,12 +49,14 @@ def size_of(run) -> str | None:
 
 def chosen_sizes(runs) -> dict[tuple[str, float], str]:
     """(family, budget tier) -> the size whose completed run has the lowest selection loss at that tier."""
+    from seqbench.analysis.tuning_trials import status_of
     from seqbench.verdict import selection_loss
 
     best: dict[tuple[str, float], tuple[float, str]] = {}
     for run in runs:
         budget, size = run.metrics.get("budget/flops"), size_of(run)
-        loss = None if run.failed else selection_loss(run)
+        # a run whose loss blew up after its best validation (null in metrics.json) is no size to seed
+        loss = None if run.failed or status_of(run.metrics) == "diverged" else selection_loss(run)
         if budget is None or size is None or loss is None or not math.isfinite(loss):
             continue
         key = (run.family, float(budget))

@@ -129,6 +129,7 @@ def apply_tokens_per_step(cfg: DictConfig, model, datamodule) -> dict:
 def summary(runs) -> list[dict]:
     """Per (family, size, budget) searched: trials, failures, total wall time, the best setting by
     the selection loss, and the recipe's own point (lr_scale 1) at the same tokens per step if run."""
+    from seqbench.analysis.tuning_trials import status_of
     from seqbench.verdict import selection_loss
 
     groups: dict[tuple, list] = {}
@@ -139,7 +140,9 @@ def summary(runs) -> list[dict]:
     rank = {name: i for i, name in enumerate(order({key[0] for key in groups}))}  # the registry's table order
     rows = []
     for (family, params, budget), rs in sorted(groups.items(), key=lambda kv: (rank[kv[0][0]], str(kv[0][1:]))):
-        done = [(selection_loss(r), r) for r in rs if not r.failed and selection_loss(r) is not None]
+        # a diverged run (its loss blew up after its best validation) is no setting to use: never the best
+        done = [(selection_loss(r), r) for r in rs
+                if not r.failed and status_of(r.metrics) != "diverged" and selection_loss(r) is not None]
         done = [(loss, r) for loss, r in done if math.isfinite(loss)]
         best = min(done, key=lambda t: t[0]) if done else (None, None)
         rows.append({"family": family, "params": params, "budget": budget, "trials": len(rs),

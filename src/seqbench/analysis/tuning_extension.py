@@ -16,6 +16,7 @@ separate sweep directory keeps the base sweep's job numbers as they are.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 from seqbench.analysis.tuning_search import Search
 
@@ -84,8 +85,6 @@ def extensions(found: list[Search]) -> list[Extension]:
 def experiments(sweeps) -> dict[str, str]:
     """corpus -> the experiment its search ran (`experiment=` of the sweep's command line, in its
     `multirun.yaml`), so the printed sweeps repeat the search's own protocol."""
-    from pathlib import Path
-
     from omegaconf import OmegaConf
 
     from seqbench.analysis.tuning_trials import planned
@@ -118,5 +117,10 @@ def commands(found: list[Search], sweeps) -> list[str]:
             lines.append(f"# {ext.corpus}: no multirun.yaml names the search's experiment; new lr x "
                          f"{_join(ext.new_lrs) or '-'}, tokens per step {_join(ext.new_tokens) or '-'}")
             continue
-        lines += [f"bash scripts/sweep_background.sh {name} {overrides}" for name, overrides in ext.sweeps(experiment)]
+        ran = {Path(sweep).name for sweep in sweeps}
+        for name, overrides in ext.sweeps(experiment):
+            # the protocol extends once; and the same sweep name with another grid would have the resumable
+            # launcher skip the new grid's jobs as completed (their numbers are the first extension's)
+            lines.append(f"# {name} has run: the protocol extends once, so this edge is reported, not chased"
+                         if name in ran else f"bash scripts/sweep_background.sh {name} {overrides}")
     return lines

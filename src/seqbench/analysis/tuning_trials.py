@@ -7,7 +7,8 @@ a status:
 
 - `completed`: finished, every recorded loss finite;
 - `diverged`: finished, but its best validation loss, its last validation loss or its last training
-  loss is not finite (a rate that blows up before the budget's end is not a setting to transfer);
+  loss is not finite (a rate that blows up before the budget's end is not a setting to transfer;
+  `seqbench.run` writes such a number as null);
 - `failed`: its `metrics.json` says so, or the launcher's `jobs.jsonl` does and the job never wrote one
   (a crash before training); the resumable launcher runs such a job again on its next launch;
 - `running`: the job's directory exists and holds no `metrics.json`: running now, or killed before it
@@ -88,8 +89,10 @@ def status_of(metrics: dict | None) -> str:
         return "running"
     if metrics["status"] == "failed":
         return "failed"
-    losses = [metrics.get(k) for k in ("val/loss_best", "val/loss", "train/loss")]
-    if not all(_finite(v) for v in losses):
+    # seqbench.run writes a NaN or infinite number as null (JSON has none): a loss key present and null
+    # is a loss that blew up, not one that was never measured
+    keys = [k for k in ("val/loss_best", "val/loss", "train/loss") if k in metrics]
+    if not all(metrics[k] is not None and _finite(metrics[k]) for k in keys):
         return "diverged"
     return "completed" if metrics.get("val/loss_best") is not None else "failed"  # no validation: no trial
 

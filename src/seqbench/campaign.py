@@ -14,9 +14,10 @@ A failed job is launched again, up to `ATTEMPTS` launches; one that failed at ea
     bash scripts/campaign_background.sh tune_frontier_ptb --jobs 1 -- logger=csv   # in the background
     python -m seqbench.campaign tune_frontier_ptb --dry-run                   # the steps and their state
 
-The sweeps are named `<experiment>`, `<experiment>_untuned`, `<experiment>_edge_{tokens,lr}`,
-`<frontier>_tuned_sizes`, `<frontier>_tuned_seeds_<tier>`, `<experiment>_transfer_<tier>_<family>` (the
-transfer check: the tuned rate and its two neighbours one tier above the searched one) and
+The sweeps, in the chain's order, are named `<experiment>`, `<experiment>_untuned`,
+`<experiment>_edge_{tokens,lr}`, `<experiment>_transfer_<tier>_<family>` (the transfer check: the tuned
+rate and its two neighbours one tier above the searched one, run before the final cells and reported,
+not acted on), `<frontier>_tuned_sizes`, `<frontier>_tuned_seeds_<tier>` and
 `<frontier>_tuned_top_<tier>` (one tier beyond the frontier's highest, two seeds; `--top-families`
 limits it) under `--root`. `--steps` picks a part of the chain (the protocol runs transfer and top on
 Tiny Shakespeare only).
@@ -134,7 +135,7 @@ class Chain:
 
         return per_family(summary(read_local(self.search_dirs())))
 
-    STEPS = ("search", "untuned", "edges", "sizes", "seeds", "transfer", "top")
+    STEPS = ("search", "untuned", "edges", "transfer", "sizes", "seeds", "top")
     top_families: tuple[str, ...] = ()
 
 

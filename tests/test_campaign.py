@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import math
 
+import pytest
 from omegaconf import OmegaConf
 
 from seqbench.campaign import DONE, Chain, failed_jobs, main, parse_commands, run_sweep
@@ -169,3 +170,10 @@ def test_a_sweep_stopped_by_a_signal_is_not_launched_again_nor_given_up_on(tmp_p
     monkeypatch.setenv("STOPPED", "1")
     assert not run_sweep(tmp_path, "s", [], 1, [], log=lambda *_: None, train=str(train))
     assert len((tmp_path / "s" / "launches.txt").read_text().splitlines()) == 1 and not (tmp_path / "s" / DONE).exists()
+
+
+def test_a_mistyped_top_family_is_refused_before_anything_runs(tmp_path, capsys):
+    # bug caught: `--top-families lstmm` accepted, leaving the top step with nothing to run, silently
+    with pytest.raises(SystemExit) as stop:
+        main(["tune_frontier", "--root", str(tmp_path), "--top-families", f"{LSTM}m", "--dry-run"])
+    assert stop.value.code == 2 and f"{LSTM}m is not a compared family" in capsys.readouterr().err

@@ -236,6 +236,11 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     chain = Chain(args.experiment, args.root)
     chain.top_families = tuple(f for f in args.top_families.split(",") if f)
+    from seqbench.families import compared
+
+    unknown = sorted(set(chain.top_families) - set(compared()))
+    if unknown:  # a typo would otherwise leave the top step with nothing to run, silently
+        parser.error(f"--top-families: {', '.join(unknown)} is not a compared family ({', '.join(compared())})")
     for step in args.steps.split(","):
         if step not in Chain.STEPS:
             parser.error(f"no step {step!r}: the steps are {', '.join(Chain.STEPS)}")

@@ -236,6 +236,23 @@ def test_a_trial_that_diverged_after_its_best_validation_is_never_the_best_setti
     assert per_family(summary(read_local([sweep]))) == {LSTM: {"lr_scale": 1.0, "tokens_per_step": 245}}
 
 
+def test_the_printed_table_groups_a_search_whose_older_runs_did_not_record_their_size_as_the_record_does(tmp_path):
+    # bug caught: the table (tuning.summary) taking a trial's size from metrics.json alone, which runs
+    # older than `tune/size` lack: one family's search printed as two rows, each with its own best (the
+    # PTB search's gru, 20 trials, as 7 and 13), where the record (read with the saved configs) has one
+    from seqbench.report import read_local
+    from seqbench.tuning import summary
+
+    sweep = tmp_path / "tune_frontier_ptb"
+    grid(sweep, LSTM, [1, 2], [256], {(2, 256): 5.0})
+    older = sweep / "0" / "metrics.json"
+    older.write_text(json.dumps({k: v for k, v in json.loads(older.read_text()).items() if k != "tune/size"}))
+    rows = summary(read_local([sweep]))
+    assert [(r["family"], r["trials"], r["best"]) for r in rows] == [(LSTM, 2, {"lr_scale": 2.0, "tokens_per_step": 245})]
+    (search,) = searches(read_trials([sweep]))
+    assert (len(search.trials), search.best.loss) == (2, rows[0]["best_loss"])
+
+
 def test_an_extended_grid_s_edge_is_reported_and_no_second_extension_is_printed_into_the_first_s_directory(tmp_path):
     # bug caught: `python -m seqbench.tuning <base> <base>_edge_lr` printed the edge rule's command again
     # for the extended grid, under the same sweep name (<base>_edge_lr) with another grid: run as printed,

@@ -53,6 +53,7 @@ class Run:
     family: str
     metrics: dict
     curve: list[dict] = field(default_factory=list)  # one dict per validation, CURVE_KEYS
+    path: Path | None = None  # the job's directory, for a run read from disk (its saved config is there)
 
     @property
     def failed(self) -> bool:
@@ -109,7 +110,8 @@ def read_local(dirs: list[Path]) -> list[Run]:
         known = {str(d.resolve()) for d in job_dirs}
         for job in job_dirs:
             metrics = json.loads((job / "metrics.json").read_text())
-            runs.append(Run(str(job.relative_to(root.parent)), family_of(job), metrics, read_curve(job / "csv" / "metrics.csv")))
+            runs.append(Run(str(job.relative_to(root.parent)), family_of(job), metrics,
+                            read_curve(job / "csv" / "metrics.csv"), job))
         jobs_file = root / "jobs.jsonl"  # failures that never wrote a metrics.json
         for line in jobs_file.read_text().splitlines() if jobs_file.is_file() else []:
             record = json.loads(line)

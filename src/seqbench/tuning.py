@@ -40,15 +40,13 @@ trials and wall time per family) is read from the runs alone.
 from __future__ import annotations
 
 import argparse
-import math
-import statistics
 import sys
 from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf, open_dict
 
 from seqbench.errors import ConfigError
-from seqbench.families import family_of, order
+from seqbench.families import family_of
 
 SEARCHED = ("lr_scale", "tokens_per_step")
 PER_FAMILY = (*SEARCHED, "size")  # a family's entry of tune.per_family: the search's result and its chosen size
@@ -127,30 +125,31 @@ def apply_tokens_per_step(cfg: DictConfig, model, datamodule) -> dict:
 
 # -- the search's result and cost -----------------------------------------------------------------
 def summary(runs) -> list[dict]:
-    """Per (family, size, budget) searched: trials, failures, total wall time, the best setting by
-    the selection loss, and the recipe's own point (lr_scale 1) at the same tokens per step if run."""
-    from seqbench.analysis.tuning_trials import status_of
-    from seqbench.verdict import selection_loss
+    """Per (family, size, budget) searched, from the tuning runs among `runs` (`seqbench.report.Run`):
+    trials, failures (diverged included), total wall time, and the best setting by the selection loss
+    and the median loss of the completed trials. The runs are grouped and judged as the search's
+    record judges them (`seqbench.analysis.tuning_search.searches`): a diverged trial is never the best."""
+    from seqbench.analysis.tuning_search import searches
+    from seqbench.analysis.tuning_trials import from_run
 
-    groups: dict[tuple, list] = {}
-    for r in runs:
-        if r.metrics.get("tune/lr_scale") is None and r.metrics.get("tune/tokens_per_step") is None:
-            continue
-        groups.setdefault((r.family, r.metrics.get("params_non_embedding"), r.metrics.get("budget/flops")), []).append(r)
-    rank = {name: i for i, name in enumerate(order({key[0] for key in groups}))}  # the registry's table order
-    rows = []
-    for (family, params, budget), rs in sorted(groups.items(), key=lambda kv: (rank[kv[0][0]], str(kv[0][1:]))):
-        # a diverged run (its loss blew up after its best validation) is no setting to use: never the best
-        done = [(selection_loss(r), r) for r in rs
-                if not r.failed and status_of(r.metrics) != "diverged" and selection_loss(r) is not None]
-        done = [(loss, r) for loss, r in done if math.isfinite(loss)]
-        best = min(done, key=lambda t: t[0]) if done else (None, None)
-        rows.append({"family": family, "params": params, "budget": budget, "trials": len(rs),
-                     "failed": len(rs) - len(done), "wall_time_s": sum(r.metrics.get("wall_time_s") or 0 for r in rs),
-                     "best_loss": best[0],
-                     "best": {k: best[1].metrics.get(f"tune/{k}") for k in SEARCHED} if best[1] else None,
-                     "median_loss": statistics.median([d[0] for d in done]) if done else None})
-    return rows
+    tuned = [from_run(r) for r in runs
+             if r.metrics.get("tune/lr_scale") is not None or r.metrics.get("tune/tokens_per_step") is not None]
+    return [_row(search) for search in searches(tuned)]
+
+
+def _row(search) -> dict:
+    best, trials = search.best, search.trials
+    return {"family": search.family, "params": next((t.params for t in trials if t.params is not None), None),
+            "budget": search.budget, "trials": len(trials), "failed": len(trials) - len(search.candidates),
+            "wall_time_s": search.wall_time_s, "best_loss": best.loss if best else None,
+            "best": {"lr_scale": best.lr_scale, "tokens_per_step": _tokens(best)} if best else None,
+            "median_loss": search.median_loss}
+
+
+def _tokens(trial) -> int | None:
+    """The tokens the trial's steps held (whole streams or windows: the same rows when asked for again),
+    where the search set them; None (the recipe's own batch) where it did not."""
+    return trial.tokens_per_step if trial.tokens_grid is not None else None
 
 
 def _loss(value: float | None) -> str:

@@ -128,8 +128,37 @@ def _corpus(choices: dict) -> str:
     return preset.split("/")[-2] if preset.count("/") >= 1 else str(choices.get("data") or "?")
 
 
+def from_metrics(job: str, family: str, corpus: str, metrics: dict | None, **from_config) -> Trial:
+    """A trial as its `metrics.json` tells it (None: not written yet); `from_config`: fields its saved
+    config tells, which win. Told by `metrics.json` alone, the grid point is what the run recorded of
+    it: `tune/lr_scale`, and for tokens per step `tune/tokens_per_step`, the tokens the asked number
+    rounded to (whole streams or windows), which asks for the same streams or windows again."""
+    m = metrics or {}
+    loss = m.get("val/loss_best")
+    return Trial(**{
+        "job": job, "family": family, "corpus": corpus, "status": status_of(metrics),
+        "size": str(m.get("tune/size") or "") or None, "params": _int(m.get("params_non_embedding")),
+        "budget": _float(m.get("budget/flops")), "lr_scale": _float(m.get("tune/lr_scale")),
+        "tokens_grid": _int(m.get("tune/tokens_per_step")), "tokens_per_step": _tokens_used(m),
+        "recipe_lr": _float(m.get("tune/recipe_lr")), "lr": _float(m.get("tune/lr")),
+        "steps": _int(m.get("budget/max_steps")),
+        "loss": _float(loss) if loss is not None and math.isfinite(float(loss)) else None,
+        "wall_time_s": _float(m.get("wall_time_s")), "schedule": m.get("tune/schedule"),
+        "hardware": m.get("hardware"), "git_commit": m.get("git_commit"), **from_config})
+
+
+def from_run(run) -> Trial:
+    """A finished run (`seqbench.report.Run`, what `read_local` gives) as a trial: read from its job
+    directory where it has one with a saved config (the config knows the size and corpus that an
+    older `metrics.json` did not record), else from its `metrics.json` alone (no corpus known)."""
+    if run.path is not None and (run.path / ".hydra" / "config.yaml").is_file():
+        return read_job(run.path, run.path.parent)
+    return from_metrics(run.name, run.family, "?", run.metrics)
+
+
 def read_job(job: Path, sweep: Path) -> Trial:
-    """One job directory (it holds `.hydra/`, and `metrics.json` once it has ended)."""
+    """One job directory (it holds `.hydra/`, and `metrics.json` once it has ended): its grid point is
+    what its config asked for, so a running job has one too."""
     from seqbench.tuning import settings
 
     cfg: DictConfig = OmegaConf.load(job / ".hydra" / "config.yaml")
@@ -137,19 +166,12 @@ def read_job(job: Path, sweep: Path) -> Trial:
     m = metrics or {}
     grid = settings(cfg)
     data = cfg.get("data") or {}
-    loss = m.get("val/loss_best")
-    return Trial(
-        job=f"{sweep.name}/{job.name}", family=family_of(cfg.model), corpus=_corpus(_choices(job)),
-        status=status_of(metrics), size=str(m.get("tune/size") or cfg.get("size") or "") or None,
-        params=_int(m.get("params_non_embedding")),
+    return from_metrics(
+        f"{sweep.name}/{job.name}", family_of(cfg.model), _corpus(_choices(job)), metrics,
+        size=str(m.get("tune/size") or cfg.get("size") or "") or None,
         budget=_float(m.get("budget/flops", OmegaConf.select(cfg, "budget.flops", default=None))),
         lr_scale=_float(grid.get("lr_scale")), tokens_grid=_int(grid.get("tokens_per_step")),
-        tokens_per_step=_tokens_used(m), recipe_lr=_float(m.get("tune/recipe_lr")),
-        lr=_float(m.get("tune/lr")), steps=_int(m.get("budget/max_steps")),
-        loss=_float(loss) if loss is not None and math.isfinite(float(loss)) else None,
-        selected_on=SELECTION_HALF if data.get("heldout_score") else VALIDATION,
-        wall_time_s=_float(m.get("wall_time_s")), schedule=m.get("tune/schedule"), hardware=m.get("hardware"),
-        git_commit=m.get("git_commit"))
+        selected_on=SELECTION_HALF if data.get("heldout_score") else VALIDATION)
 
 
 def _crashed(sweep: Path) -> dict[str, dict]:

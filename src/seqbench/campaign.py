@@ -26,7 +26,6 @@ Tiny Shakespeare only).
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shlex
 import subprocess
@@ -149,14 +148,9 @@ def _searched(experiment: str) -> tuple[float, str]:
 
 def failed_jobs(sweep: Path) -> list[int]:
     """Jobs whose last outcome in the launcher's `jobs.jsonl` is not `completed`."""
-    path = sweep / "jobs.jsonl"
-    last: dict[int, str] = {}
-    if path.is_file():
-        for line in path.read_text().splitlines():
-            if line.strip():
-                entry = json.loads(line)
-                last[int(entry["job"])] = entry.get("status")
-    return sorted(j for j, status in last.items() if status != "completed")
+    from seqbench.hydra_callbacks import last_outcomes
+
+    return sorted(job for job, record in last_outcomes(sweep).items() if record.get("status") != "completed")
 
 
 def _alive(pid_file: Path) -> bool:

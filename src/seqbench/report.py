@@ -40,6 +40,7 @@ import yaml
 
 from seqbench.frontier import config_label
 from seqbench.frontier import section as frontier_section
+from seqbench.hydra_callbacks import last_outcomes
 from seqbench.ledger import write_record
 from seqbench.preset_choice import preset_of
 from seqbench.provenance import command_line
@@ -112,9 +113,7 @@ def read_local(dirs: list[Path]) -> list[Run]:
             metrics = json.loads((job / "metrics.json").read_text())
             runs.append(Run(str(job.relative_to(root.parent)), family_of(job), metrics,
                             read_curve(job / "csv" / "metrics.csv"), job))
-        jobs_file = root / "jobs.jsonl"  # failures that never wrote a metrics.json
-        for line in jobs_file.read_text().splitlines() if jobs_file.is_file() else []:
-            record = json.loads(line)
+        for record in last_outcomes(root).values():  # failures that never wrote a metrics.json
             if record.get("status") == "failed" and str(Path(record.get("dir", "")).resolve()) not in known:
                 runs.append(Run(record.get("dir", "?"), f"job {record.get('job')}", {"status": "failed",
                                 "error": record.get("error"), "overrides": record.get("overrides")}))

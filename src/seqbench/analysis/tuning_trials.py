@@ -174,14 +174,12 @@ def read_job(job: Path, sweep: Path) -> Trial:
         selected_on=SELECTION_HALF if data.get("heldout_score") else VALIDATION)
 
 
-def _crashed(sweep: Path) -> dict[str, dict]:
-    """Job directory name -> the launcher's last record of it, for jobs whose last record is a failure."""
-    path = sweep / "jobs.jsonl"
-    last: dict[str, dict] = {}
-    for line in path.read_text().splitlines() if path.is_file() else []:
-        record = json.loads(line)
-        last[Path(record.get("dir") or str(record.get("job"))).name] = record
-    return {name: r for name, r in last.items() if r.get("status") == "failed"}
+def _crashed(sweep: Path) -> set[str]:
+    """The directory names of the jobs whose last outcome in the launcher's `jobs.jsonl` is a failure."""
+    from seqbench.hydra_callbacks import last_outcomes
+
+    return {Path(record.get("dir") or str(job)).name for job, record in last_outcomes(sweep).items()
+            if record.get("status") == "failed"}
 
 
 def read_trials(sweeps: list[Path]) -> list[Trial]:

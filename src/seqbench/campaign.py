@@ -226,8 +226,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--steps", default=",".join(Chain.STEPS), help=f"which of {', '.join(Chain.STEPS)}")
     parser.add_argument("--top-families", default="", help="the families of the `top` step (comma-separated; "
                         "default: every family searched)")
-    parser.add_argument("--dry-run", action="store_true", help="print each step's sweeps and state, run nothing")
+    parser.add_argument("--dry-run", action="store_true", help="print each step's sweeps and state and the "
+                        "chain's cost so far and to come (seqbench.analysis.campaign_cost), run nothing")
+    parser.add_argument("--cost-report", type=Path, help="write the cost table there as cost.md with its "
+                        "record.json (implies --dry-run)")
     args = parser.parse_args(argv)
+    args.dry_run = args.dry_run or args.cost_report is not None
     chain = Chain(args.experiment, args.root)
     chain.top_families = tuple(f for f in args.top_families.split(",") if f)
     from seqbench.families import compared
@@ -252,6 +256,13 @@ def main(argv: list[str] | None = None) -> int:
             elif not run_sweep(args.root, name, overrides, args.jobs, extra):
                 print(f"# stopped at {step}: {name} has jobs that did not complete; the same command resumes it")
                 return 1
+    if args.dry_run:
+        from seqbench.analysis.campaign_cost import report
+        from seqbench.provenance import command_line
+
+        print(f"\n# cost, per step (core-hours; one job = one core at one thread)\n"
+              + report(chain, args.steps.split(","), args.jobs, args.cost_report,
+                       command_line("seqbench.campaign", argv)))
     return 0
 
 

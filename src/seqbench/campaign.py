@@ -12,7 +12,8 @@ A failed job is launched again, up to `ATTEMPTS` launches; one that failed at ea
 
     python -m seqbench.campaign tune_frontier_ptb --jobs 1 -- logger=csv      # in the foreground
     bash scripts/campaign_background.sh tune_frontier_ptb --jobs 1 -- logger=csv   # in the background
-    python -m seqbench.campaign tune_frontier_ptb --dry-run                   # the steps and their state
+    python -m seqbench.campaign tune_frontier_ptb --dry-run                   # the steps, their state, the cost
+    python -m seqbench.campaign tune_frontier_ptb --cost-report <dir>         # the cost as cost.md + record.json
 
 The sweeps, in the chain's order, are named `<experiment>`, `<experiment>_untuned`,
 `<experiment>_edge_{tokens,lr}`, `<experiment>_transfer_<tier>_<family>` (the transfer check: the tuned
@@ -21,6 +22,10 @@ not acted on), `<frontier>_tuned_sizes`, `<frontier>_tuned_seeds_<tier>` and
 `<frontier>_tuned_top_<tier>` (one tier beyond the frontier's highest, two seeds; `--top-families`
 limits it) under `--root`. `--steps` picks a part of the chain (the protocol runs transfer and top on
 Tiny Shakespeare only).
+
+The dry run ends with the chain's cost per step, read from the runs (`seqbench.analysis.campaign_cost`):
+runs planned, finished and remaining, the core-hours measured and those estimated for the rest, so a
+session plans (and cuts) from measurements rather than the page's typed budget.
 """
 
 from __future__ import annotations

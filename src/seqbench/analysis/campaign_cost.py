@@ -53,7 +53,8 @@ def sweep_jobs(overrides: list[str], conf_dir: Path | None = None) -> list[Job]:
     return [(p.rsplit("/", 1)[-1], float(b)) for p, b in product(axes["preset"], axes["budget.flops"])] * others
 
 
-def rule_jobs(step: str, experiment, families: list[str], top_families: tuple[str, ...], searched: float) -> list[Job]:
+def rule_jobs(step: str, experiment, families: list[str], top_families: tuple[str, ...],
+              searched: float) -> list[Job]:
     """The protocol's count for a step whose sweeps depend on results not there yet."""
     tiers = experiment.tiers()
     above = [t for t in tiers if t > searched]
@@ -121,7 +122,8 @@ def row(step: str, basis: str, jobs: list[Job], open_jobs: list[Job], runs, open
     finished runs in those sweeps), are what remains."""
     out = Row(step, basis, planned=len(jobs), finished=len(runs),
               measured_s=sum(float(r.metrics.get("wall_time_s") or 0) for r in runs))
-    remaining = Counter(open_jobs) - Counter((r.family, float(r.metrics.get("budget/flops") or 0)) for r in open_runs)
+    ran = Counter((r.family, float(r.metrics.get("budget/flops") or 0)) for r in open_runs)
+    remaining = Counter(open_jobs) - ran
     out.remaining = sum(remaining.values())
     for job, n in remaining.items():
         seconds = estimate_s(job, measured)
@@ -163,14 +165,15 @@ def markdown(rows: list[Row], jobs_at_once: int, read_at: str, root: Path) -> st
 
 
 def _sweep_dirs(chain, frontier: str) -> dict[str, list[Path]]:
-    """Each step's sweep directories as they stand under the chain's root, by the names the chain gives."""
+    """Each step's sweep directories as they stand under the chain's root, by the names the chain gives
+    them (a name ending in `_` is a prefix: one sweep per tier or family)."""
     exp = chain.experiment
-    belongs = {"search": lambda n: n == exp, "untuned": lambda n: n == f"{exp}_untuned",
-               "edges": lambda n: n.startswith(f"{exp}_edge_"), "transfer": lambda n: n.startswith(f"{exp}_transfer_"),
-               "sizes": lambda n: n == f"{frontier}_tuned_sizes", "seeds": lambda n: n.startswith(f"{frontier}_tuned_seeds_"),
-               "top": lambda n: n.startswith(f"{frontier}_tuned_top_")}
+    names = {"search": exp, "untuned": f"{exp}_untuned", "edges": f"{exp}_edge_", "transfer": f"{exp}_transfer_",
+             "sizes": f"{frontier}_tuned_sizes", "seeds": f"{frontier}_tuned_seeds_",
+             "top": f"{frontier}_tuned_top_"}
     existing = sorted(p for p in chain.root.iterdir() if p.is_dir()) if chain.root.is_dir() else []
-    return {step: [p for p in existing if match(p.name)] for step, match in belongs.items()}
+    return {step: [p for p in existing if p.name == name or (name.endswith("_") and p.name.startswith(name))]
+            for step, name in names.items()}
 
 
 def rows(chain, steps: list[str]) -> list[Row]:
@@ -180,37 +183,37 @@ def rows(chain, steps: list[str]) -> list[Row]:
     from seqbench.tuning import per_family, summary
 
     experiment = Experiment(chain.experiment)
-    root = chain.root
 
     def done(name: str) -> bool:
-        return (root / name / DONE).is_file()
+        return (chain.root / name / DONE).is_file()
 
     dirs = _sweep_dirs(chain, experiment.frontier)
     runs = {step: finished_runs(d) for step, d in dirs.items()}
-    search_dirs = dirs["search"] + dirs["edges"]
-    tuned = per_family(summary([r for step in ("search", "edges") for r in runs[step]]))
+    tuned = per_family(summary(runs["search"] + runs["edges"]))
     measured = rates([r for step, rs in runs.items() if step != "untuned" for r in rs], tuned,
-                     {d.name for d in search_dirs})
-    searched = (root / chain.experiment).is_dir()
-    edges = chain.edges() if searched else []
+                     {d.name for d in dirs["search"] + dirs["edges"]})
+    searched = (chain.root / chain.experiment).is_dir()
+    edges = chain.edges() if searched else []  # from the search so far where it has not finished
     edges_done = done(chain.experiment) and all(done(name) for name, _ in edges)
+    sized = done(f"{experiment.frontier}_tuned_sizes")
     computable = {"search": True, "untuned": True, "edges": searched, "transfer": edges_done, "sizes": edges_done,
-                  "seeds": done(f"{experiment.frontier}_tuned_sizes"), "top": done(f"{experiment.frontier}_tuned_sizes")}
+                  "seeds": sized, "top": sized}
     out = []
     for step in steps:
-        open_runs = [r for r in runs[step] if not done(r.path.parent.name)]
         if computable[step]:
-            sweeps = edges if step == "edges" else getattr(chain, step)()
-            jobs = {name: sweep_jobs(overrides) for name, overrides in sweeps}
-            basis = ("sweeps, provisional (the search so far)" if step == "edges" and not done(chain.experiment)
-                     else "its sweeps")
-            everything, still_open = [j for js in jobs.values() for j in js], [j for n, js in jobs.items() if not done(n)
-                                                                             for j in js]
+            jobs = {name: sweep_jobs(o) for name, o in (edges if step == "edges" else getattr(chain, step)())}
+            everything = [j for js in jobs.values() for j in js]
+            still_open = [j for name, js in jobs.items() if not done(name) for j in js]
+            provisional = step == "edges" and not done(chain.experiment)
+            basis = "sweeps, provisional (the search so far)" if provisional else "its sweeps"
+        elif step == "edges":  # the extension depends on where the bests lie: nothing to count yet
+            everything = still_open = []
+            basis = "not known before the search runs"
         else:
-            # the extension depends on where the bests lie: nothing to count before the search has begun
-            everything = still_open = [] if step == "edges" else rule_jobs(
-                step, experiment, list(experiment.presets), chain.top_families, _searched(chain.experiment)[0])
-            basis = "the protocol's rule" if step != "edges" else "not known before the search runs"
+            everything = still_open = rule_jobs(step, experiment, list(experiment.presets), chain.top_families,
+                                                _searched(chain.experiment)[0])
+            basis = "the protocol's rule"
+        open_runs = [r for r in runs[step] if not done(r.path.parent.name)]
         out.append(row(step, basis, everything, still_open, runs[step], open_runs, measured))
     return out
 
@@ -227,6 +230,7 @@ def report(chain, steps: list[str], jobs_at_once: int, folder: Path | None, comm
     text = markdown(rows(chain, steps), jobs_at_once, utc_now(), chain.root)
     if folder is not None:
         folder.mkdir(parents=True, exist_ok=True)
-        (folder / "cost.md").write_text(f"# The tuning chain's cost: {chain.experiment}\n\n{text}\n", encoding="utf-8")
+        (folder / "cost.md").write_text(f"# The tuning chain's cost: {chain.experiment}\n\n{text}\n",
+                                        encoding="utf-8")
         write_record(folder, ["cost.md"], command, started)
     return text

@@ -20,9 +20,12 @@ about 2x low; the plan and its cuts need the runs' own numbers. Per step of the 
 - **estimated core-hours** of each remaining job: linear in its FLOPs budget, seconds per FLOP taken
   from the same family's finished runs at the tuned setting (the search's trials at the family's
   tuned tokens per step, `tuning.per_family`, and every transfer, sizes, seeds and top run) at the
-  tier nearest the job's (in log distance). The model has no fixed cost (start-up, data loading,
-  validations), so it over-estimates a tier below the measured one and under-estimates one above only
-  as far as that overhead goes; a remaining search trial is costed at the tuned tokens per step, not
+  tier nearest the job's (in log distance). The measured wall time holds a part that does not grow
+  with the FLOPs (start-up, data loading, the validations), and the model scales it with them: a tier
+  above the measured one is over-estimated by that part, a tier below under-estimated, and a run that
+  validates more often than the measured ones (the final cells against the search's trials) costs
+  more than its estimate. Once the transfer and size runs exist at the higher tiers, those tiers are
+  estimated from their own runs. A remaining search trial is costed at the tuned tokens per step, not
   its own. A family with no such run has no estimate: the table names it, never a silent zero.
 """
 
@@ -160,8 +163,10 @@ def markdown(rows: list[Row], jobs_at_once: int, read_at: str, root: Path) -> st
         "- Measured: the summed `wall_time_s` of the completed jobs (one core each); a failed job's time is "
         "not counted (it runs again), and a job resumed after a stop counts only its last segment.",
         "- Estimated: each remaining run's FLOPs budget x its family's seconds per FLOP, measured on its runs "
-        "at the tuned setting at the tier nearest the run's; no fixed overhead is modelled, so a tier below the "
-        "measured one is over-estimated, and a remaining search trial is costed at the tuned tokens per step."])
+        "at the tuned setting at the tier nearest the run's. Linear, with no fixed cost: the measured runs' "
+        "start-up and validations are scaled with the FLOPs, so a tier above the measured one is over-estimated "
+        "and one below under-estimated; runs that validate more often than the measured ones (the final cells) "
+        "cost more than this; a remaining search trial is costed at the tuned tokens per step."])
 
 
 def _sweep_dirs(chain, frontier: str) -> dict[str, list[Path]]:

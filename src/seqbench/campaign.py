@@ -12,7 +12,8 @@ A failed job is launched again, up to `ATTEMPTS` launches; one that failed at ea
 
     python -m seqbench.campaign tune_frontier_ptb --jobs 1 -- logger=csv      # in the foreground
     bash scripts/campaign_background.sh tune_frontier_ptb --jobs 1 -- logger=csv   # in the background
-    python -m seqbench.campaign tune_frontier_ptb --dry-run                   # the steps and their state
+    python -m seqbench.campaign tune_frontier_ptb --dry-run                   # the steps, their state, the cost
+    python -m seqbench.campaign tune_frontier_ptb --cost-report <dir>         # the cost as cost.md + record.json
 
 The sweeps, in the chain's order, are named `<experiment>`, `<experiment>_untuned`,
 `<experiment>_edge_{tokens,lr}`, `<experiment>_transfer_<tier>_<family>` (the transfer check: the tuned
@@ -21,6 +22,10 @@ not acted on), `<frontier>_tuned_sizes`, `<frontier>_tuned_seeds_<tier>` and
 `<frontier>_tuned_top_<tier>` (one tier beyond the frontier's highest, two seeds; `--top-families`
 limits it) under `--root`. `--steps` picks a part of the chain (the protocol runs transfer and top on
 Tiny Shakespeare only).
+
+The dry run ends with the chain's cost per step, read from the runs (`seqbench.analysis.campaign_cost`):
+runs planned, finished and remaining, the core-hours measured and those estimated for the rest, so a
+session plans (and cuts) from measurements rather than the page's typed budget.
 """
 
 from __future__ import annotations
@@ -226,8 +231,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--steps", default=",".join(Chain.STEPS), help=f"which of {', '.join(Chain.STEPS)}")
     parser.add_argument("--top-families", default="", help="the families of the `top` step (comma-separated; "
                         "default: every family searched)")
-    parser.add_argument("--dry-run", action="store_true", help="print each step's sweeps and state, run nothing")
+    parser.add_argument("--dry-run", action="store_true", help="print each step's sweeps and state and the "
+                        "chain's cost so far and to come (seqbench.analysis.campaign_cost), run nothing")
+    parser.add_argument("--cost-report", type=Path, help="write the cost table there as cost.md with its "
+                        "record.json (implies --dry-run)")
     args = parser.parse_args(argv)
+    args.dry_run = args.dry_run or args.cost_report is not None
     chain = Chain(args.experiment, args.root)
     chain.top_families = tuple(f for f in args.top_families.split(",") if f)
     from seqbench.families import compared
@@ -252,6 +261,13 @@ def main(argv: list[str] | None = None) -> int:
             elif not run_sweep(args.root, name, overrides, args.jobs, extra):
                 print(f"# stopped at {step}: {name} has jobs that did not complete; the same command resumes it")
                 return 1
+    if args.dry_run:
+        from seqbench.analysis.campaign_cost import report
+        from seqbench.provenance import command_line
+
+        print(f"\n# cost, per step (core-hours; one job = one core at one thread)\n"
+              + report(chain, args.steps.split(","), args.jobs, args.cost_report,
+                       command_line("seqbench.campaign", argv)))
     return 0
 
 

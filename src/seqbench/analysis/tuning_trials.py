@@ -206,12 +206,23 @@ def point(trial: Trial) -> Point:
     return trial.budget, trial.lr_scale, trial.tokens_grid
 
 
+def sweep_axes(lines: list[str]) -> dict[str, list[str]]:
+    """Each key's values in override lines (`k=v`, `k=a,b`), parsed by Hydra's own override parser; a
+    later line of the same key wins, as the command line wins over the experiment's `hydra.sweeper.params`
+    in Hydra's basic sweeper, which runs the cartesian product of these axes."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    axes: dict[str, list[str]] = {}
+    for override in OverridesParser.create().parse_overrides(lines):
+        axes[override.key_or_group] = (list(override.sweep_string_iterator()) if override.is_sweep_override()
+                                       else [override.get_value_element_as_str()])
+    return axes
+
+
 def planned(sweep: Path) -> dict[tuple[str, str], set[Point]] | None:
     """(corpus, family) -> the grid points the sweep will run, from its `multirun.yaml` (the
     experiment's sweep axes, then the command line's, combined as Hydra's basic sweeper does); None
     where the sweep has no such file or sweeps no preset."""
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-
     from seqbench.entry import register_resolvers
 
     path = Path(sweep) / "multirun.yaml"
@@ -220,11 +231,7 @@ def planned(sweep: Path) -> dict[tuple[str, str], set[Point]] | None:
     register_resolvers()
     doc = OmegaConf.load(path)
     params = OmegaConf.to_container(OmegaConf.select(doc, "hydra.sweeper.params") or OmegaConf.create({}), resolve=True)
-    lines = [f"{k}={v}" for k, v in params.items()] + list(OmegaConf.select(doc, "hydra.overrides.task") or [])
-    axes: dict[str, list[str]] = {}
-    for override in OverridesParser.create().parse_overrides(lines):
-        axes[override.key_or_group] = (list(override.sweep_string_iterator()) if override.is_sweep_override()
-                                       else [override.get_value_element_as_str()])
+    axes = sweep_axes([f"{k}={v}" for k, v in params.items()] + list(OmegaConf.select(doc, "hydra.overrides.task") or []))
     if not axes.get("preset"):
         return None
     budgets = [_float(v) for v in axes.get("budget.flops", [None])]

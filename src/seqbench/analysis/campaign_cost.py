@@ -1,0 +1,241 @@
+"""What the tuning chain has cost and what the rest will cost, from its recorded runs:
+`python -m seqbench.campaign <experiment> --dry-run` (`--cost-report <dir>` writes it as `cost.md`).
+
+The protocol page's budget was typed from older pages' wall times and the measured searches proved it
+about 2x low; the plan and its cuts need the runs' own numbers. Per step of the chain (`Chain.STEPS`):
+
+- **runs planned:** where the step's sweeps can be computed now (what they read has run), each sweep's
+  overrides expanded into its jobs as Hydra's basic sweeper does: the experiment's own
+  `hydra.sweeper.params` and the command line's axes (which win), their cartesian product
+  (`tuning_trials.sweep_axes`). Where not, the protocol's rule, with tiers, sizes and families read
+  from `final_cells.Experiment` (its presets are the registry's compared families): sizes = family x
+  size x tier; seeds = family x tier x 2; transfer = family x 3 rates at the first tier above the
+  searched one; top = the top families x 2 seeds at 10 x the highest tier. The edges step before the
+  search has finished is computed from the search so far (provisional: a best may still move).
+- **finished:** jobs of the step's sweep directories whose `metrics.json` says `completed` (a diverged
+  run completed too: it ran its budget). A failed job is launched again by the campaign, so it stays
+  remaining and its wall time is not counted; a running job has no `metrics.json` yet. A sweep marked
+  `campaign.done` has nothing remaining, even where it gave up on failed jobs.
+- **measured core-hours:** the finished jobs' summed `wall_time_s` (one job = one core at one thread).
+- **estimated core-hours** of each remaining job: linear in its FLOPs budget, seconds per FLOP taken
+  from the same family's finished runs at the tuned setting (the search's trials at the family's
+  tuned tokens per step, `tuning.per_family`, and every transfer, sizes, seeds and top run) at the
+  tier nearest the job's (in log distance). The measured wall time holds a part that does not grow
+  with the FLOPs (start-up, data loading, the validations), and the model scales it with them: a tier
+  above the measured one is over-estimated by that part, a tier below under-estimated, and a run that
+  validates more often than the measured ones (the final cells against the search's trials) costs
+  more than its estimate. Once the transfer and size runs exist at the higher tiers, those tiers are
+  estimated from their own runs. A remaining search trial is costed at the tuned tokens per step, not
+  its own. A family with no such run has no estimate: the table names it, never a silent zero.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from dataclasses import dataclass, field
+from itertools import product
+from pathlib import Path
+
+from omegaconf import OmegaConf
+
+Job = tuple[str, float]  # (family, FLOPs budget): what a run's cost is estimated from
+
+
+def sweep_jobs(overrides: list[str], conf_dir: Path | None = None) -> list[Job]:
+    """The jobs of one sweep: `experiment=<name>`'s `hydra.sweeper.params`, then the sweep's overrides."""
+    from seqbench.analysis.tuning_trials import sweep_axes
+    from seqbench.compose import CONF_DIR
+    from seqbench.entry import register_resolvers
+
+    register_resolvers()
+    experiment = next(o.split("=", 1)[1] for o in overrides if o.startswith("experiment="))
+    params = OmegaConf.load(Path(conf_dir or CONF_DIR) / "experiment" / f"{experiment}.yaml").hydra.sweeper.params
+    axes = sweep_axes([f"{k}={v}" for k, v in OmegaConf.to_container(params, resolve=True).items()] + overrides)
+    others = math.prod(len(v) for k, v in axes.items() if k not in ("preset", "budget.flops"))
+    return [(p.rsplit("/", 1)[-1], float(b)) for p, b in product(axes["preset"], axes["budget.flops"])] * others
+
+
+def rule_jobs(step: str, experiment, families: list[str], top_families: tuple[str, ...],
+              searched: float) -> list[Job]:
+    """The protocol's count for a step whose sweeps depend on results not there yet."""
+    tiers = experiment.tiers()
+    above = [t for t in tiers if t > searched]
+    per_step = {"sizes": [(f, t) for f in families for _ in experiment.sizes for t in tiers],
+                "seeds": [(f, t) for f in families for t in tiers for _ in range(2)],
+                "transfer": [(f, above[0]) for f in families for _ in range(3)] if above else [],
+                "top": [(f, max(tiers) * 10) for f in families if not top_families or f in top_families] * 2}
+    return per_step[step]
+
+
+@dataclass
+class Row:
+    step: str
+    basis: str                               # how the runs were counted
+    planned: int = 0
+    finished: int = 0
+    remaining: int = 0
+    measured_s: float = 0.0
+    estimated_s: float = 0.0
+    unmeasured: Counter = field(default_factory=Counter)  # family -> remaining runs with no estimate
+
+
+def finished_runs(dirs: list[Path]) -> list:
+    """The completed runs (`seqbench.report.Run`) of these sweep directories; none for a directory with none."""
+    from seqbench.report import read_local
+
+    return [r for d in dirs if any(d.glob("**/metrics.json")) for r in read_local([d]) if not r.failed]
+
+
+Rates = dict[str, dict[float, tuple[float, float]]]  # family -> tier -> (summed wall seconds, summed FLOPs)
+
+
+def rates(runs, tuned: dict[str, dict], search_names: set[str]) -> Rates:
+    """What each family's runs at the tuned setting cost, per tier: of the search's trials (sweeps named
+    in `search_names`) only those at the family's tuned tokens per step, every run of the later steps."""
+    out: Rates = {}
+    for r in runs:
+        m = r.metrics
+        if m.get("wall_time_s") is None or not m.get("budget/flops"):
+            continue
+        used = None if m.get("tune/tokens_per_step") is None else round(m["tune/tokens_per_step"])
+        if r.path.parent.name in search_names and (r.family not in tuned
+                                                   or used != tuned[r.family].get("tokens_per_step")):
+            continue
+        tiers = out.setdefault(r.family, {})
+        wall, flops = tiers.get(float(m["budget/flops"]), (0.0, 0.0))
+        tiers[float(m["budget/flops"])] = (wall + float(m["wall_time_s"]), flops + float(m["budget/flops"]))
+    return out
+
+
+def estimate_s(job: Job, measured: Rates) -> float | None:
+    """Seconds of one job: seconds per FLOP of its family's runs at the tier nearest its budget (the
+    higher one where two are as near), times its budget; None where the family has no run."""
+    family, budget = job
+    tiers = measured.get(family)
+    if not tiers:
+        return None
+    nearest = min(tiers, key=lambda t: (abs(math.log(t / budget)), -t))
+    wall, flops = tiers[nearest]
+    return wall / flops * budget
+
+
+def row(step: str, basis: str, jobs: list[Job], open_jobs: list[Job], runs, open_runs, measured) -> Row:
+    """`jobs`: all the step plans; `open_jobs`: those of its sweeps not marked done, less `open_runs` (the
+    finished runs in those sweeps), are what remains."""
+    out = Row(step, basis, planned=len(jobs), finished=len(runs),
+              measured_s=sum(float(r.metrics.get("wall_time_s") or 0) for r in runs))
+    ran = Counter((r.family, float(r.metrics.get("budget/flops") or 0)) for r in open_runs)
+    remaining = Counter(open_jobs) - ran
+    out.remaining = sum(remaining.values())
+    for job, n in remaining.items():
+        seconds = estimate_s(job, measured)
+        if seconds is None:
+            out.unmeasured[job[0]] += n
+        else:
+            out.estimated_s += seconds * n
+    return out
+
+
+def _h(seconds: float) -> str:
+    return f"{seconds / 3600:,.2f}"
+
+
+def markdown(rows: list[Row], jobs_at_once: int, read_at: str, root: Path) -> str:
+    head = ["step", "runs planned", "finished", "remaining", "measured core-h", "estimated core-h (remaining)",
+            "no measured run (remaining runs)", "counted by"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for r in rows:
+        missing = ", ".join(f"{f} ({n})" for f, n in r.unmeasured.items()) or "–"
+        lines.append(f"| {r.step} | {r.planned} | {r.finished} | {r.remaining} | {_h(r.measured_s)} | "
+                     f"{_h(r.estimated_s)} | {missing} | {r.basis} |")
+    measured, estimated = sum(r.measured_s for r in rows), sum(r.estimated_s for r in rows)
+    unmeasured = sum(sum(r.unmeasured.values()) for r in rows)
+    lines.append(f"| **total** | {sum(r.planned for r in rows)} | {sum(r.finished for r in rows)} | "
+                 f"{sum(r.remaining for r in rows)} | {_h(measured)} | {_h(estimated)} | "
+                 f"{unmeasured or '–'} | |")
+    lacking = f", not counting {unmeasured} remaining runs of families with no measured run" if unmeasured else ""
+    return "\n".join(lines + [
+        "",
+        f"- Cost read at {read_at} from {root}: measured + estimated = {_h(measured + estimated)} core-hours; "
+        f"the remaining {_h(estimated)} core-hours take about {estimated / 3600 / jobs_at_once:,.1f} h of wall "
+        f"clock at {jobs_at_once} job(s) at a time{lacking}.",
+        "- Measured: the summed `wall_time_s` of the completed jobs (one core each); a failed job's time is "
+        "not counted (it runs again), and a job resumed after a stop counts only its last segment.",
+        "- Estimated: each remaining run's FLOPs budget x its family's seconds per FLOP, measured on its runs "
+        "at the tuned setting at the tier nearest the run's. Linear, with no fixed cost: the measured runs' "
+        "start-up and validations are scaled with the FLOPs, so a tier above the measured one is over-estimated "
+        "and one below under-estimated; runs that validate more often than the measured ones (the final cells) "
+        "cost more than this; a remaining search trial is costed at the tuned tokens per step."])
+
+
+def _sweep_dirs(chain, frontier: str) -> dict[str, list[Path]]:
+    """Each step's sweep directories as they stand under the chain's root, by the names the chain gives
+    them (a name ending in `_` is a prefix: one sweep per tier or family)."""
+    exp = chain.experiment
+    names = {"search": exp, "untuned": f"{exp}_untuned", "edges": f"{exp}_edge_", "transfer": f"{exp}_transfer_",
+             "sizes": f"{frontier}_tuned_sizes", "seeds": f"{frontier}_tuned_seeds_",
+             "top": f"{frontier}_tuned_top_"}
+    existing = sorted(p for p in chain.root.iterdir() if p.is_dir()) if chain.root.is_dir() else []
+    return {step: [p for p in existing if p.name == name or (name.endswith("_") and p.name.startswith(name))]
+            for step, name in names.items()}
+
+
+def rows(chain, steps: list[str]) -> list[Row]:
+    """One row per step of `steps`, read from the sweeps under `chain.root` (`seqbench.campaign.Chain`)."""
+    from seqbench.campaign import DONE, _searched
+    from seqbench.final_cells import Experiment
+    from seqbench.tuning import per_family, summary
+
+    experiment = Experiment(chain.experiment)
+
+    def done(name: str) -> bool:
+        return (chain.root / name / DONE).is_file()
+
+    dirs = _sweep_dirs(chain, experiment.frontier)
+    runs = {step: finished_runs(d) for step, d in dirs.items()}
+    tuned = per_family(summary(runs["search"] + runs["edges"]))
+    measured = rates([r for step, rs in runs.items() if step != "untuned" for r in rs], tuned,
+                     {d.name for d in dirs["search"] + dirs["edges"]})
+    searched = (chain.root / chain.experiment).is_dir()
+    edges = chain.edges() if searched else []  # from the search so far where it has not finished
+    edges_done = done(chain.experiment) and all(done(name) for name, _ in edges)
+    sized = done(f"{experiment.frontier}_tuned_sizes")
+    computable = {"search": True, "untuned": True, "edges": searched, "transfer": edges_done, "sizes": edges_done,
+                  "seeds": sized, "top": sized}
+    out = []
+    for step in steps:
+        if computable[step]:
+            jobs = {name: sweep_jobs(o) for name, o in (edges if step == "edges" else getattr(chain, step)())}
+            everything = [j for js in jobs.values() for j in js]
+            still_open = [j for name, js in jobs.items() if not done(name) for j in js]
+            provisional = step == "edges" and not done(chain.experiment)
+            basis = "sweeps, provisional (the search so far)" if provisional else "its sweeps"
+        elif step == "edges":  # the extension depends on where the bests lie: nothing to count yet
+            everything = still_open = []
+            basis = "not known before the search runs"
+        else:
+            everything = still_open = rule_jobs(step, experiment, list(experiment.presets), chain.top_families,
+                                                _searched(chain.experiment)[0])
+            basis = "the protocol's rule"
+        open_runs = [r for r in runs[step] if not done(r.path.parent.name)]
+        out.append(row(step, basis, everything, still_open, runs[step], open_runs, measured))
+    return out
+
+
+def report(chain, steps: list[str], jobs_at_once: int, folder: Path | None, command: str) -> str:
+    """The cost table (printed by the dry run); with `folder`, written there as `cost.md` beside its
+    ledger record (`record.json`: command, commit, machine, date)."""
+    import time
+
+    from seqbench.ledger import write_record
+    from seqbench.provenance import utc_now
+
+    started = time.time()
+    text = markdown(rows(chain, steps), jobs_at_once, utc_now(), chain.root)
+    if folder is not None:
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "cost.md").write_text(f"# The tuning chain's cost: {chain.experiment}\n\n{text}\n",
+                                        encoding="utf-8")
+        write_record(folder, ["cost.md"], command, started)
+    return text

@@ -145,6 +145,30 @@ def test_the_dry_run_before_the_search_has_started_says_every_later_step_waits(t
     assert "tune_frontier_ptb [to run]" in out and "# edges: waits for the steps before it" in out
 
 
+def test_the_dry_run_lists_the_untuned_step_once_the_search_is_done_and_the_final_cells_only_after_the_edges(tmp_path, capsys):
+    # bugs caught: the untuned recipes shown as waiting for the grid's extension (they read only the
+    # search); the final cells computed while the extension is still running (from the base grid
+    # alone, so the dry run would name settings the chain will not run); the seeds computed before the sizes ran (the dry run stopped: "... is not a directory")
+    base = tmp_path / "tune_frontier_ptb"
+    grid(base, LSTM, [1, 2, 4], [256, 512], {(4, 256): 5.0})  # the best on the grid's edge: an extension
+    OmegaConf.save({"hydra": {"overrides": {"task": ["experiment=tune_frontier_ptb"]},
+                              "sweeper": {"params": {"preset": f"frontier/ptb/{LSTM}", "budget.flops": "1e12",
+                                                     "tune.lr_scale": "1,2,4", "tune.tokens_per_step": "256,512"}}}},
+                   base / "multirun.yaml")
+    (base / DONE).write_text("done\n")
+    (tmp_path / "tune_frontier_ptb_edge_tokens").mkdir()  # the extension running
+    assert main(["tune_frontier_ptb", "--dry-run", "--root", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "tune_frontier_ptb_untuned [to run]" in out and "tune_frontier_ptb_edge_lr [to run]" in out
+    assert "# sizes: waits for the steps before it" in out
+    for name in ("tune_frontier_ptb_edge_tokens", "tune_frontier_ptb_edge_lr"):
+        (tmp_path / name).mkdir(exist_ok=True)
+        (tmp_path / name / DONE).write_text("done\n")
+    assert main(["tune_frontier_ptb", "--dry-run", "--root", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "frontier_ptb_tuned_sizes [to run]" in out and "# seeds: waits for the steps before it" in out
+
+
 def test_a_size_whose_run_diverged_after_its_best_validation_is_not_the_one_seeded(tmp_path):
     # bug caught: the size selection read a run whose loss blew up (metrics.json: null, as seqbench.run
     # writes NaN) as completed, so a tuned rate too high for the large size could still pick that size,

@@ -139,6 +139,23 @@ class Chain:
 
         return per_family(summary(read_local(self.search_dirs())))
 
+    def ready(self, step: str) -> bool:
+        """Whether a step's sweeps can be computed yet (for the dry run; the chain itself runs the steps in
+        order): the untuned recipes and the grid's extension read the search; the transfer check and the
+        sizes read the extension as well (before it, they would come from the base grid alone); the seeds
+        and the top tier read the sizes' runs."""
+        from seqbench.final_cells import Experiment
+
+        def done(name: str) -> bool:
+            return (self.root / name / DONE).is_file()
+
+        if step == "search":
+            return True
+        if step in ("untuned", "edges"):
+            return done(self.experiment)
+        extended = done(self.experiment) and all(done(name) for name, _ in self.edges())
+        return extended and (step in ("transfer", "sizes") or done(f"{Experiment(self.experiment).frontier}_tuned_sizes"))
+
     STEPS = ("search", "untuned", "edges", "transfer", "sizes", "seeds", "top")
     top_families: tuple[str, ...] = ()
 
@@ -247,9 +264,7 @@ def main(argv: list[str] | None = None) -> int:
     for step in args.steps.split(","):
         if step not in Chain.STEPS:
             parser.error(f"no step {step!r}: the steps are {', '.join(Chain.STEPS)}")
-        dirs = chain.search_dirs()  # none: the search has not begun
-        searched = dirs and all((d / DONE).is_file() for d in dirs)
-        if args.dry_run and step != "search" and not searched:
+        if args.dry_run and not chain.ready(step):
             print(f"# {step}: waits for the steps before it")
             continue
         sweeps = getattr(chain, step)()

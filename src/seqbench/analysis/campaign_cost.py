@@ -157,12 +157,14 @@ def markdown(rows: list[Row], jobs_at_once: int, read_at: str, root: Path) -> st
     lacking = f", not counting {unmeasured} remaining runs of families with no measured run" if unmeasured else ""
     return "\n".join(lines + [
         "",
-        f"- Cost read at {read_at} from {root}: measured + estimated = {_h(measured + estimated)} core-hours; "
+        f"Cost read at {read_at} from {root}: measured + estimated = {_h(measured + estimated)} core-hours; "
         f"the remaining {_h(estimated)} core-hours take about {estimated / 3600 / jobs_at_once:,.1f} h of wall "
         f"clock at {jobs_at_once} job(s) at a time{lacking}.",
-        "- Measured: the summed `wall_time_s` of the completed jobs (one core each); a failed job's time is "
+        "",
+        "Cost measured: the summed `wall_time_s` of the completed jobs (one core each); a failed job's time is "
         "not counted (it runs again), and a job resumed after a stop counts only its last segment.",
-        "- Estimated: each remaining run's FLOPs budget x its family's seconds per FLOP, measured on its runs "
+        "",
+        "Cost estimated: each remaining run's FLOPs budget x its family's seconds per FLOP, measured on its runs "
         "at the tuned setting at the tier nearest the run's. Linear, with no fixed cost: the measured runs' "
         "start-up and validations are scaled with the FLOPs, so a tier above the measured one is over-estimated "
         "and one below under-estimated; runs that validate more often than the measured ones (the final cells) "

@@ -23,6 +23,12 @@ not acted on), `<frontier>_tuned_sizes`, `<frontier>_tuned_seeds_<tier>` and
 limits it) under `--root`. `--steps` picks a part of the chain (the protocol runs transfer and top on
 Tiny Shakespeare only).
 
+Every finished job is also kept in the committed archive, `experiments/sweeps/<sweep>.jsonl`
+(`--archive`; `seqbench.sweep_archive`), and restored from it when its output folder is gone: only the
+repository survives a session stop, so a chain whose results lived only in `outputs/` would start
+again from nothing. Commit the archive as the chain goes; the dry run counts only the jobs in
+`--root`, so run the chain (it restores before it runs) to see a restored sweep as done.
+
 The dry run ends with the chain's cost per step, read from the runs (`seqbench.analysis.campaign_cost`):
 runs planned, finished and remaining, the core-hours measured and those estimated for the rest, so a
 session plans (and cuts) from measurements rather than the page's typed budget.
@@ -39,6 +45,8 @@ import time
 from pathlib import Path
 
 from omegaconf import OmegaConf
+
+from seqbench.sweep_archive import DEFAULT_DIR as DEFAULT_ARCHIVE
 
 DONE = "campaign.done"
 Sweep = tuple[str, list[str]]  # (sweep name, overrides)
@@ -187,7 +195,7 @@ ATTEMPTS = 3  # launches of a sweep in one call before a job that failed at each
 
 
 def run_sweep(root: Path, name: str, overrides: list[str], jobs: int, extra: list[str], log=print,
-              train: str = "src/train.py", attempts: int = ATTEMPTS) -> bool:
+              train: str = "src/train.py", attempts: int = ATTEMPTS, archive: Path | None = None) -> bool:
     """Launch (or resume) one sweep with the resumable launcher and wait for it; True once every job is
     done. A sweep another process is running is waited for, then resumed here (finished jobs are skipped).
 
@@ -196,7 +204,8 @@ def run_sweep(root: Path, name: str, overrides: list[str], jobs: int, extra: lis
     does not change, and blocking every later step on it forever would stop the chain for good: the
     sweep is marked done with those jobs named in `campaign.done` (the tuning record counts them as
     failed). A launcher that failed with no failed job (the sweep did not compose), or was stopped by a
-    signal (someone stopped it), stops the chain."""
+    signal (someone stopped it), stops the chain. `archive`: the folder the launcher keeps each finished
+    job in and restores it from (`seqbench.sweep_archive`)."""
     sweep = root / name
     if (sweep / DONE).is_file():
         log(f"{name}: done before")
@@ -209,6 +218,8 @@ def run_sweep(root: Path, name: str, overrides: list[str], jobs: int, extra: lis
             time.sleep(60)
     words = [sys.executable, train, "-m", "hydra/launcher=resumable", f"hydra.sweep.dir={sweep}",
              f"hydra.launcher.jobs={jobs}", *overrides, *extra]
+    if archive is not None:
+        words.insert(5, f"hydra.launcher.archive={Path(archive).resolve()}")
     for attempt in range(1, attempts + 1):
         again = f" (launch {attempt} of {attempts})" if attempt > 1 else ""
         log(f"{name}: {shlex.join(words[1:])}{again}")
@@ -245,6 +256,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("experiment", help="the tuning experiment: tune_frontier or tune_frontier_ptb")
     parser.add_argument("--root", type=Path, default=Path("outputs/sweeps"), help="where the sweeps go")
     parser.add_argument("--jobs", type=int, default=2, help="jobs at a time (one thread each)")
+    parser.add_argument("--archive", default=str(DEFAULT_ARCHIVE), help="the folder of the committed archive of "
+                        "finished jobs (seqbench.sweep_archive); `none`: keep nothing there")
     parser.add_argument("--steps", default=",".join(Chain.STEPS), help=f"which of {', '.join(Chain.STEPS)}")
     parser.add_argument("--top-families", default="", help="the families of the `top` step (comma-separated; "
                         "default: every family searched)")
@@ -273,7 +286,8 @@ def main(argv: list[str] | None = None) -> int:
             if args.dry_run:
                 state = "done" if (args.root / name / DONE).is_file() else "to run"
                 print(f"  {name} [{state}]: {shlex.join(overrides)}")
-            elif not run_sweep(args.root, name, overrides, args.jobs, extra):
+            elif not run_sweep(args.root, name, overrides, args.jobs, extra,
+                               archive=None if args.archive == "none" else Path(args.archive)):
                 print(f"# stopped at {step}: {name} has jobs that did not complete; the same command resumes it")
                 return 1
     if args.dry_run:

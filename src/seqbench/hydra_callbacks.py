@@ -46,11 +46,16 @@ class JobSummary(Callback):
 
 
 def append_outcome(sweep_dir: Path, record: dict) -> None:
-    """One record, one line, appended to `<sweep dir>/jobs.jsonl`. A process killed while writing one
-    leaves a torn line with no newline; the next record starts a fresh line, so the tear costs only
-    its own record, not the one after it too."""
+    """One record, one line, appended to `<sweep dir>/jobs.jsonl` (`append_line`)."""
     sweep_dir.mkdir(parents=True, exist_ok=True)
-    with open(sweep_dir / JOBS, "ab+") as f:
+    append_line(sweep_dir / JOBS, record)
+
+
+def append_line(path: Path, record: dict) -> None:
+    """One JSON record as one line at the end of `path`. A process killed while writing one leaves a
+    torn line with no newline; the next record starts a fresh line, so the tear costs only its own
+    record, not the one after it too."""
+    with open(path, "ab+") as f:
         end = f.seek(0, os.SEEK_END)
         f.seek(max(end - 1, 0))
         torn = end > 0 and f.read(1) != b"\n"

@@ -10,6 +10,11 @@ again with the same `hydra.sweep.dir`, the grid expands to the same job numbers 
   (written every `callbacks.step_checkpoint.every_n_train_steps` steps and on SIGTERM) and resumes
   from it (`resume_requeued`), so a killed run loses at most the steps since that checkpoint.
 
+With `archive=<dir>` (the campaign sets it to the committed `experiments/sweeps/`), each finished job
+is also kept in `<dir>/<sweep name>.jsonl`, and a job found there (by what it trains, not its number)
+is restored into its directory instead of run (`seqbench.sweep_archive`): the sweep outlives the loss
+of its output folder, which is what a session stop does to everything outside the repository.
+
 `scripts/sweep_background.sh` starts such a sweep in the background under a fixed directory, so the
 same command, after a session stop or a reboot, carries on where the sweep was.
 
@@ -74,9 +79,10 @@ def run_in_fresh_process(fn, *args):
 
 
 class ResumableLauncher(ProcessLauncher):
-    def __init__(self, jobs: int = 2, threads_per_job: int | None = 1) -> None:
+    def __init__(self, jobs: int = 2, threads_per_job: int | None = 1, archive: str | None = None) -> None:
         super().__init__()
-        self.jobs, self.threads_per_job = jobs, threads_per_job
+        self.jobs, self.threads_per_job, self.archive_dir = jobs, threads_per_job, archive
+        self.archive = None
 
     def launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> Sequence[JobReturn]:
         setup_globals()
@@ -85,6 +91,12 @@ class ResumableLauncher(ProcessLauncher):
         sweep_dir.mkdir(parents=True, exist_ok=True)
         returns: dict[int, JobReturn] = {}
         pending = []
+        restored = 0
+        if self.archive_dir:
+            from seqbench.sweep_archive import Archive
+
+            self.archive = Archive(Path(str(self.archive_dir)), sweep_dir.name)
+        archived = self.archive.entries() if self.archive else {}
         for idx, overrides in enumerate(job_overrides, start=initial_job_idx):
             config = self.hydra_context.config_loader.load_sweep_config(self.config, list(overrides))
             with open_dict(config):
@@ -92,6 +104,11 @@ class ResumableLauncher(ProcessLauncher):
                 config.hydra.job.num = idx
             HydraConfig.instance().set_config(config)
             job_dir = sweep_dir / str(config.hydra.sweep.subdir)
+            key = self._key(config)
+            if key is not None and not completed(job_dir) and self._restore(job_dir, config, key, archived):
+                restored += 1
+            elif key is not None and completed(job_dir) and self._new(key, archived):
+                self.archive.append(key, job_dir.name, json.loads((job_dir / "metrics.json").read_text()))
             if completed(job_dir):
                 log.info(f"\t#{idx} : skipped, completed in {job_dir}")
                 returns[idx] = JobReturn(overrides=list(overrides), cfg=config, hydra_cfg=config.hydra,
@@ -101,9 +118,10 @@ class ResumableLauncher(ProcessLauncher):
             resumed = " (resumes from its last.ckpt)" if (job_dir / "checkpoints" / "last.ckpt").is_file() else ""
             log.info(f"\t#{idx} : {' '.join(filter_overrides(overrides))}{resumed}")
             payload = cloudpickle.dumps((self.hydra_context, self.task_function, config, Singleton.get_state()))
-            pending.append((idx, config, list(overrides), payload))
+            pending.append((idx, config, list(overrides), payload, key))
         log.info(f"Launching {len(pending)} of {len(job_overrides)} jobs, {self.jobs} at a time, each in a fresh "
-                 f"process ({len(job_overrides) - len(pending)} completed before)")
+                 f"process ({len(job_overrides) - len(pending)} completed before"
+                 + (f", {restored} of them restored from {self.archive.path}" if self.archive else "") + ")")
         with ThreadPoolExecutor(max_workers=max(1, self.jobs)) as threads:
             for idx, ret in threads.map(self._run_one, pending):
                 returns[idx] = ret
@@ -111,8 +129,41 @@ class ResumableLauncher(ProcessLauncher):
         return [returns[i] for i in sorted(returns)]
 
     def _run_one(self, job) -> tuple[int, JobReturn]:
-        idx, config, overrides, payload = job
+        idx, config, overrides, payload, key = job
         try:
-            return idx, pickle.loads(run_in_fresh_process(_run_with_threads, payload, self.threads_per_job))
+            ret = pickle.loads(run_in_fresh_process(_run_with_threads, payload, self.threads_per_job))
         except BrokenProcessPool:
             return idx, self._died(config, overrides)
+        job_dir = Path(str(config.hydra.sweep.dir)) / str(config.hydra.sweep.subdir)
+        if key is not None and completed(job_dir):
+            self.archive.append(key, job_dir.name, json.loads((job_dir / "metrics.json").read_text()))
+        return idx, ret
+
+    # -- the archive (seqbench.sweep_archive) --------------------------------------------------------
+    def _key(self, config) -> dict | None:
+        """The job's archive key, where there is an archive; a config the key cannot be read from (a
+        task that is not a seqbench training run) is not archived, rather than failing the sweep."""
+        if self.archive is None:
+            return None
+        from seqbench.sweep_archive import job_key
+
+        try:
+            return job_key(config)
+        except Exception as error:  # noqa: BLE001 - the sweep runs either way
+            log.warning(f"job not archived: its key could not be read ({type(error).__name__}: {error})")
+            return None
+
+    @staticmethod
+    def _new(key: dict, archived: dict) -> bool:
+        from seqbench.sweep_archive import key_text
+
+        return key_text(key) not in archived
+
+    def _restore(self, job_dir: Path, config, key: dict, archived: dict) -> bool:
+        from seqbench.sweep_archive import key_text, restore
+
+        entry = archived.get(key_text(key))
+        if entry is None:
+            return False
+        restore(job_dir, config, entry, self.archive.path)
+        return True

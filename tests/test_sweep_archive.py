@@ -1,0 +1,136 @@
+"""The committed sweep archive (seqbench.sweep_archive): a finished job survives the loss of its output
+folder, is found by what it trains and nothing else, and a row of a committed trials.csv rebuilds the
+metrics the tuning record read from it."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import shutil
+
+import pytest
+
+from conftest import ROOT, compose_raw, run_cli
+from seqbench.analysis.tuning_trials import from_metrics
+from seqbench.campaign import Chain
+from seqbench.sweep_archive import Archive, from_trials, job_key, make_key, metrics_of_row, rest_of
+
+TRIALS = ROOT / "experiments" / "figures" / "tuning-search-ptb" / "trials.csv"
+
+
+def test_the_key_leaves_out_the_logger_and_what_its_fields_hold_and_parses_values():
+    # a key that kept `logger=csv` would miss the archive after a relaunch with W&B; one that kept the
+    # string "16" would miss a job whose override reads 16.0
+    assert rest_of(["experiment=tune_frontier_ptb", "logger=csv", "tune.lr_scale=0.5", "hydra.launcher.jobs=2",
+                    "tune.schedule=null", "model.hidden_size=16", "preset=frontier/ptb/lstm"]) == \
+        {"experiment": "tune_frontier_ptb", "tune.schedule": None, "model.hidden_size": 16}
+    assert make_key("lstm", "m", "1e12", "0.50", "128.0", 1234, {}) == make_key("lstm", "m", 1e12, 0.5, 128, "1234", {})
+    assert make_key("lstm", "m", 1e12, 0.5, 128, 1234, {}) != make_key("lstm", "m", 1e12, 0.5, 128, 2, {})
+
+
+def test_a_job_is_keyed_by_what_it_trains(tmp_path):
+    base = ["experiment=tune_frontier_ptb", "preset=frontier/ptb/lstm", "budget.flops=1e12", "tune.lr_scale=2",
+            "tune.tokens_per_step=256"]  # a sweep job: the sweeper adds its params as overrides
+    key = job_key(compose_raw(base + ["logger=csv"], tmp_path))
+    assert key == make_key("lstm", "m", 1e12, 2, 256, 1234, {"experiment": "tune_frontier_ptb"})
+    assert job_key(compose_raw(base, tmp_path)) == key  # the logger does not change what is trained
+    assert job_key(compose_raw(base + ["model.dropout=0.3"], tmp_path)) != key
+    # tune.per_family's entry is the setting the job trains with, whatever tune.lr_scale says
+    per_family = ["experiment=tune_frontier_ptb", "preset=frontier/ptb/lstm", "tune.lr_scale=1",
+                  "tune.tokens_per_step=null", "+tune.per_family={lstm: {lr_scale: 2, tokens_per_step: 256, size: l}}"]
+    assert job_key(compose_raw(per_family, tmp_path))["lr_scale"] == 2.0
+    assert job_key(compose_raw(per_family, tmp_path))["size"] == "l"
+
+
+def _rows(path):
+    with open(path, newline="") as f:
+        return list(csv.DictReader(f))
+
+
+@pytest.mark.parametrize("source", ["tuning-search-ptb/trials.csv", "tuning-search-ptb/baseline.csv"])
+def test_a_trials_row_rebuilds_the_metrics_the_record_read(source):
+    # the inverse of tuning_trials.from_metrics: a field lost or renamed would change the restored search
+    rows = _rows(ROOT / "experiments" / "figures" / source)
+    assert rows
+    for row in rows:
+        if row["status"] not in ("completed", "diverged"):
+            continue
+        trial = from_metrics(row["job"], row["family"], row["corpus"], metrics_of_row(row, "x"))
+        assert trial.status == row["status"]
+        assert trial.loss == (float(row["val_loss_best"]) if row["val_loss_best"] else None)
+        assert trial.lr_scale == float(row["lr_scale"])
+        # told by metrics.json alone, the grid point is the tokens the asked number rounded to (the
+        # restored job's saved config gives the asked number itself, as it did when it ran)
+        assert (trial.tokens_grid is None) == (not row["tokens_per_step_grid"])
+        assert trial.tokens_per_step == int(row["tokens_per_step"])
+        assert trial.steps == int(row["steps"]) and trial.size == row["size"]
+        assert trial.untuned == source.endswith("baseline.csv")
+
+
+def test_the_rebuilt_rows_are_found_by_the_keys_the_launcher_computes(tmp_path):
+    """A rebuilt row under another key than the relaunched job's would be run again: hours, silently."""
+    untuned = Chain("tune_frontier_ptb", tmp_path).untuned()[0][1]
+    added = from_trials(TRIALS, tmp_path / "archive", 1234, untuned)
+    added.update(from_trials(TRIALS.with_name("baseline.csv"), tmp_path / "archive", 1234, untuned))
+    assert added["tune_frontier_ptb"] == 160 and added["tune_frontier_ptb_untuned"] == 8
+    search = Archive(tmp_path / "archive", "tune_frontier_ptb")
+    job = ["experiment=tune_frontier_ptb", "preset=frontier/ptb/gru", "budget.flops=1e12", "tune.lr_scale=0.5",
+           "tune.tokens_per_step=1024", "logger=csv"]
+    entry = search.find(job_key(compose_raw(job, tmp_path)))
+    row = next(r for r in _rows(TRIALS) if r["job"] == entry["job"].join(["tune_frontier_ptb/", ""]))
+    assert (row["family"], float(row["lr_scale"]), row["tokens_per_step_grid"]) == ("gru", 0.5, "1024")
+    assert entry["metrics"]["val/loss_best"] == float(row["val_loss_best"])
+    recipe = compose_raw(["preset=frontier/ptb/gru", "budget.flops=1e12", *untuned], tmp_path)
+    assert Archive(tmp_path / "archive", "tune_frontier_ptb_untuned").find(job_key(recipe)) is not None
+    # archiving the same file again adds nothing: each key once
+    assert from_trials(TRIALS, tmp_path / "archive", 1234, untuned) == {}
+
+
+def test_the_last_line_of_a_key_wins_and_a_torn_line_costs_only_itself(tmp_path):
+    archive = Archive(tmp_path, "s")
+    key = make_key("lstm", "m", 1e12, 1, 256, 1, {})
+    archive.append(key, "0", {"val/loss_best": 5.0})
+    with open(archive.path, "a") as f:
+        f.write('{"key": {"family": "gru"')  # a process killed mid-line
+    archive.append(key, "0", {"val/loss_best": 4.0})
+    assert archive.find(key)["metrics"] == {"val/loss_best": 4.0}
+    assert len(archive.entries()) == 1
+
+
+def _metrics(job):
+    return json.loads((job / "metrics.json").read_text())
+
+
+@pytest.mark.slow
+@pytest.mark.corpus("ptb")
+def test_a_sweep_whose_outputs_are_gone_is_restored_from_the_archive_and_only_new_jobs_train(tmp_path):
+    sweep, archive = tmp_path / "sweep", tmp_path / "archive"
+    args = ["-m", "hydra/launcher=resumable", f"hydra.sweep.dir={sweep}", f"hydra.launcher.archive={archive}",
+            "model=lstm", "data=ptb", "logger=csv", "trainer=cpu", "trainer.max_steps=4", "trainer.max_epochs=-1",
+            "trainer.limit_val_batches=2", "trainer.limit_test_batches=2", "trainer.num_sanity_val_steps=0",
+            "~callbacks.model_summary", "~callbacks.progress_bar", "model.embedding_size=16", "model.hidden_size=16"]
+    env = {"PYTHONPATH": os.pathsep.join([str(ROOT / "src"), os.environ.get("PYTHONPATH", "")])}
+    first = run_cli([*args, "seed=1,2"], tmp_path, env=env)
+    assert _metrics(sweep / "1").get("status") == "completed", first.stderr[-3000:]
+    ran = {job: _metrics(sweep / job) for job in ("0", "1")}
+    assert {e["job"]: e["metrics"] for e in Archive(archive, "sweep").entries().values()} == ran
+
+    shutil.rmtree(sweep)  # a session stop: the outputs are gone, the committed archive is not
+    second = run_cli([*args, "seed=1,2,3"], tmp_path, env=env)
+    log = second.stdout + second.stderr
+    assert "2 of them restored from" in log and "Launching 1 of 3 jobs" in log, log[-3000:]
+    for job in ("0", "1"):  # restored, not trained: no training log, the same numbers
+        assert not (sweep / job / "train.log").exists()
+        restored = _metrics(sweep / job)
+        assert restored.pop("restored_from") == str(archive / "sweep.jsonl")
+        assert restored == ran[job]
+    assert _metrics(sweep / "2").get("status") == "completed", log[-3000:]
+    assert (sweep / "2" / "train.log").is_file()
+    assert len(Archive(archive, "sweep").entries()) == 3
+
+    from seqbench.report import read_local  # a restored job reads as one that ran there
+
+    runs = read_local([sweep])
+    assert sorted(r.family for r in runs) == ["lstm"] * 3
+    assert all(r.metrics["train/loss"] is not None for r in runs)

@@ -201,13 +201,11 @@ def rows(chain, steps: list[str]) -> list[Row]:
                      {d.name for d in dirs["search"] + dirs["edges"]})
     searched = (chain.root / chain.experiment).is_dir()
     edges = chain.edges() if searched else []  # from the search so far where it has not finished
-    edges_done = done(chain.experiment) and all(done(name) for name, _ in edges)
-    sized = done(f"{experiment.frontier}_tuned_sizes")
-    computable = {"search": True, "untuned": True, "edges": searched, "transfer": edges_done, "sizes": edges_done,
-                  "seeds": sized, "top": sized}
     out = []
     for step in steps:
-        if computable[step]:
+        # the edges are counted from the search so far, before it is done; the later steps when the chain
+        # can compute them (`Chain.ready`), else by the protocol's rule
+        if step in ("search", "untuned") or (step == "edges" and searched) or (step != "edges" and chain.ready(step)):
             jobs = {name: sweep_jobs(o) for name, o in (edges if step == "edges" else getattr(chain, step)())}
             everything = [j for js in jobs.values() for j in js]
             still_open = [j for name, js in jobs.items() if not done(name) for j in js]

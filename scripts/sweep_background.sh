@@ -6,6 +6,8 @@
 # same command again skips the completed jobs and resumes the others from their last.ckpt. Stop it:
 #   kill -- -$(cat outputs/sweeps/<name>/launcher.pid)        # the launcher's whole process group
 # Progress: tail outputs/sweeps/<name>/launcher.log; results: python -m seqbench.report outputs/sweeps/<name>
+# Each finished job is also kept in experiments/sweeps/<name>.jsonl (SWEEP_ARCHIVE=<dir>, or none), and
+# restored from there when outputs/ is gone (seqbench.sweep_archive): commit that file as the sweep goes.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 [ $# -ge 1 ] || { echo "usage: bash scripts/sweep_background.sh <name> <overrides...>" >&2; exit 2; }
@@ -18,10 +20,12 @@ if [ -f "$dir/launcher.pid" ] && kill -0 "$(cat "$dir/launcher.pid")" 2>/dev/nul
 fi
 source scripts/data_env.sh
 python=${PYTHON:-.venv/bin/python}
+archive=${SWEEP_ARCHIVE:-$PWD/experiments/sweeps}
+keep=(); [ "$archive" = none ] || keep=("hydra.launcher.archive=$archive")
 echo "== $(date -u +%FT%TZ) launch: $*" >> "$dir/launcher.log"
 # setsid: its own process group, so that one kill stops the launcher and its jobs, and the sweep
 # survives the shell that started it
-setsid nohup "$python" src/train.py -m hydra/launcher=resumable "hydra.sweep.dir=$dir" "$@" \
+setsid nohup "$python" src/train.py -m hydra/launcher=resumable "hydra.sweep.dir=$dir" "${keep[@]}" "$@" \
   >> "$dir/launcher.log" 2>&1 < /dev/null &
 echo $! > "$dir/launcher.pid"
 echo "sweep $name: pid $(cat "$dir/launcher.pid"), log $dir/launcher.log (the same command resumes it)"

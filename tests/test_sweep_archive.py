@@ -134,3 +134,15 @@ def test_a_sweep_whose_outputs_are_gone_is_restored_from_the_archive_and_only_ne
     runs = read_local([sweep])
     assert sorted(r.family for r in runs) == ["lstm"] * 2
     assert all(r.metrics["train/loss"] is not None for r in runs)
+
+
+def test_the_dry_run_counts_the_archived_jobs_of_a_sweep_not_yet_restored(tmp_path, capsys):
+    # after a session stop --root is empty: "to run" alone would plan hours the archive already holds
+    from seqbench.campaign import main
+
+    archive = Archive(tmp_path / "archive", "tune_frontier_ptb")
+    for seed in (1, 2):
+        archive.append(make_key("lstm", "m", 1e12, 1, 256, seed, {}), str(seed), {"status": "completed"})
+    assert main(["tune_frontier_ptb", "--dry-run", "--root", str(tmp_path / "root"), "--steps", "search",
+                 "--archive", str(tmp_path / "archive")]) == 0
+    assert "tune_frontier_ptb [to run; 2 job(s) in the archive, restored on launch]" in capsys.readouterr().out

@@ -168,6 +168,15 @@ class Chain:
     top_families: tuple[str, ...] = ()
 
 
+def _archived(archive: str, sweep: str) -> str:
+    """How many of a sweep's jobs the archive holds (restored on its next launch, not trained), for the
+    dry run: after a session stop `--root` is empty, and "to run" alone would plan hours already paid."""
+    from seqbench.sweep_archive import Archive
+
+    held = len(Archive(Path(archive), sweep).entries()) if archive != "none" else 0
+    return f"; {held} job(s) in the archive, restored on launch" if held else ""
+
+
 def _searched(experiment: str) -> tuple[float, str]:
     """The tier and size the tuning experiment searches (its `budget.flops` axis and `size`)."""
     from seqbench.compose import CONF_DIR
@@ -284,7 +293,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"# {step}: " + ("nothing to run" if not sweeps else f"{len(sweeps)} sweep(s)"))
         for name, overrides in sweeps:
             if args.dry_run:
-                state = "done" if (args.root / name / DONE).is_file() else "to run"
+                state = "done" if (args.root / name / DONE).is_file() else "to run" + _archived(args.archive, name)
                 print(f"  {name} [{state}]: {shlex.join(overrides)}")
             elif not run_sweep(args.root, name, overrides, args.jobs, extra,
                                archive=None if args.archive == "none" else Path(args.archive)):

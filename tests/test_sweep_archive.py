@@ -14,6 +14,7 @@ import pytest
 from conftest import ROOT, compose_raw, run_cli
 from seqbench.analysis.tuning_trials import from_metrics
 from seqbench.campaign import Chain
+from seqbench.final_cells import Experiment
 from seqbench.sweep_archive import Archive, from_trials, job_key, make_key, metrics_of_row, rest_of
 
 TRIALS = ROOT / "experiments" / "figures" / "tuning-search-ptb" / "trials.csv"
@@ -24,7 +25,8 @@ def test_the_key_leaves_out_the_logger_and_what_its_fields_hold_and_parses_value
     # string "16" would miss a job whose override reads 16.0
     assert rest_of(["experiment=tune_frontier_ptb", "logger=csv", "tune.lr_scale=0.5", "hydra.launcher.jobs=2",
                     "tune.schedule=null", "model.hidden_size=16", "preset=frontier/ptb/lstm"]) == \
-        {"experiment": "tune_frontier_ptb", "tune.schedule": None, "model.hidden_size": 16}
+        {"experiment": "tune_frontier_ptb", "tune.schedule": None, "model.hidden_size": 16,
+         "preset": "frontier/ptb/lstm"}
     assert make_key("lstm", "m", "1e12", "0.50", "128.0", 1234, {}) == make_key("lstm", "m", 1e12, 0.5, 128, "1234", {})
     assert make_key("lstm", "m", 1e12, 0.5, 128, 1234, {}) != make_key("lstm", "m", 1e12, 0.5, 128, 2, {})
 
@@ -33,9 +35,14 @@ def test_a_job_is_keyed_by_what_it_trains(tmp_path):
     base = ["experiment=tune_frontier_ptb", "preset=frontier/ptb/lstm", "budget.flops=1e12", "tune.lr_scale=2",
             "tune.tokens_per_step=256"]  # a sweep job: the sweeper adds its params as overrides
     key = job_key(compose_raw(base + ["logger=csv"], tmp_path))
-    assert key == make_key("lstm", "m", 1e12, 2, 256, 1234, {"experiment": "tune_frontier_ptb"})
+    assert key == make_key("lstm", "m", 1e12, 2, 256, 1234,
+                           {"experiment": "tune_frontier_ptb", "preset": "frontier/ptb/lstm"})
     assert job_key(compose_raw(base, tmp_path)) == key  # the logger does not change what is trained
     assert job_key(compose_raw(base + ["model.dropout=0.3"], tmp_path)) != key
+    # one family, two models: the forget-bias-1 LSTM of the probes is not the plain one
+    probe = ["experiment=long_range_lr", "data.T=100", "tune.lr_scale=1"]
+    plain, fb1 = (job_key(compose_raw(probe + [f"preset=probe/{p}"], tmp_path)) for p in ("lstm", "lstm_fb1"))
+    assert plain["family"] == fb1["family"] == "lstm" and plain != fb1
     # tune.per_family's entry is the setting the job trains with, whatever tune.lr_scale says
     per_family = ["experiment=tune_frontier_ptb", "preset=frontier/ptb/lstm", "tune.lr_scale=1",
                   "tune.tokens_per_step=null", "+tune.per_family={lstm: {lr_scale: 2, tokens_per_step: 256, size: l}}"]
@@ -71,8 +78,9 @@ def test_a_trials_row_rebuilds_the_metrics_the_record_read(source):
 def test_the_rebuilt_rows_are_found_by_the_keys_the_launcher_computes(tmp_path):
     """A rebuilt row under another key than the relaunched job's would be run again: hours, silently."""
     untuned = Chain("tune_frontier_ptb", tmp_path).untuned()[0][1]
-    added = from_trials(TRIALS, tmp_path / "archive", 1234, untuned)
-    added.update(from_trials(TRIALS.with_name("baseline.csv"), tmp_path / "archive", 1234, untuned))
+    presets = Experiment("tune_frontier_ptb").presets
+    added = from_trials(TRIALS, tmp_path / "archive", 1234, untuned, presets)
+    added.update(from_trials(TRIALS.with_name("baseline.csv"), tmp_path / "archive", 1234, untuned, presets))
     assert added["tune_frontier_ptb"] == 160 and added["tune_frontier_ptb_untuned"] == 8
     search = Archive(tmp_path / "archive", "tune_frontier_ptb")
     job = ["experiment=tune_frontier_ptb", "preset=frontier/ptb/gru", "budget.flops=1e12", "tune.lr_scale=0.5",
@@ -84,7 +92,7 @@ def test_the_rebuilt_rows_are_found_by_the_keys_the_launcher_computes(tmp_path):
     recipe = compose_raw(["preset=frontier/ptb/gru", "budget.flops=1e12", *untuned], tmp_path)
     assert Archive(tmp_path / "archive", "tune_frontier_ptb_untuned").find(job_key(recipe)) is not None
     # archiving the same file again adds nothing: each key once
-    assert from_trials(TRIALS, tmp_path / "archive", 1234, untuned) == {}
+    assert from_trials(TRIALS, tmp_path / "archive", 1234, untuned, presets) == {}
 
 
 def test_the_last_line_of_a_key_wins_and_a_torn_line_costs_only_itself(tmp_path):

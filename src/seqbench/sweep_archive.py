@@ -17,7 +17,8 @@ the chain's next steps, the reports) reads it as it reads a job that ran there.
 
 A job is found by what it trains, not by its number: its `key` is the family, size, FLOPs budget, the
 searched learning-rate factor and tokens per step (`seqbench.tuning.settings`, so a `tune.per_family`
-entry counts), the seed, and every other override of the job's command line (`logger` and `hydra.*`
+entry counts), the seed, and every other override (the preset among them: two presets of one family,
+such as `probe/lstm` and `probe/lstm_fb1`, train different models) of the job's command line (`logger` and `hydra.*`
 aside: they do not change what is trained). A sweep relaunched with another grid, setting or seed
 misses the archive and trains, as it must.
 
@@ -45,7 +46,8 @@ log = logging.getLogger("seqbench")
 REPO = Path(__file__).resolve().parents[2]
 DEFAULT_DIR = REPO / "experiments" / "sweeps"
 # overrides a key leaves out: what the semantic fields already hold, and what does not change the run
-COVERED = ("preset", "budget.flops", "size", "seed", "tune.lr_scale", "tune.tokens_per_step", "tune.per_family")
+# (`preset` is kept: probe/lstm and probe/lstm_fb1, multi30k/bahdanau and multi30k/luong share a family)
+COVERED = ("budget.flops", "size", "seed", "tune.lr_scale", "tune.tokens_per_step", "tune.per_family")
 IGNORED = ("logger",)
 
 
@@ -172,10 +174,11 @@ def metrics_of_row(row: dict, source: str) -> dict:
     return {k: v for k, v in out.items() if v is not None or k in ("val/loss_best", "val/loss")}
 
 
-def from_trials(path: Path, directory: Path, seed: int, untuned: list[str]) -> dict[str, int]:
+def from_trials(path: Path, directory: Path, seed: int, untuned: list[str], presets: dict[str, str]) -> dict[str, int]:
     """Archive each finished row of a committed trials.csv (or baseline.csv) whose job is not archived
     yet; returns rows archived per sweep. `untuned`: the untuned sweep's overrides, whose `rest`
-    (`tune.schedule=null`) its jobs carry; every other sweep of the search carries only its experiment."""
+    (`tune.schedule=null`) its jobs carry; every other sweep of the search carries only its experiment.
+    `presets`: family -> the preset its jobs ran (the search's `preset` axis)."""
     added: dict[str, int] = {}
     with open(path, newline="") as f:
         rows = list(csv.DictReader(f))
@@ -184,7 +187,8 @@ def from_trials(path: Path, directory: Path, seed: int, untuned: list[str]) -> d
             continue  # failed or unfinished: the relaunch runs it
         sweep, job = row["job"].rsplit("/", 1)
         experiment = sweep.removesuffix("_untuned").removesuffix("_edge_tokens").removesuffix("_edge_lr")
-        rest = rest_of(untuned) if sweep.endswith("_untuned") else {"experiment": experiment}
+        rest = {**(rest_of(untuned) if sweep.endswith("_untuned") else {"experiment": experiment}),
+                "preset": presets[row["family"]]}
         grid = row.get("tokens_per_step_grid") or None
         key = make_key(row["family"], row.get("size"), row.get("budget_flops"), row.get("lr_scale"), grid, seed, rest)
         archive = Archive(directory, sweep)
@@ -204,6 +208,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     from seqbench.campaign import Chain
     from seqbench.compose import CONF_DIR
+    from seqbench.final_cells import Experiment
 
     seed = int(OmegaConf.load(CONF_DIR / "train.yaml").seed)  # the search ran at the config's seed
     for path in args.csv:
@@ -213,7 +218,8 @@ def main(argv: list[str] | None = None) -> int:
             continue
         experiment = first["job"].split("/")[0].removesuffix("_untuned").removesuffix("_edge_tokens").removesuffix("_edge_lr")
         untuned = Chain(experiment, Path(".")).untuned()[0][1]
-        for sweep, count in from_trials(path, args.archive, seed, untuned).items():
+        presets = Experiment(experiment).presets
+        for sweep, count in from_trials(path, args.archive, seed, untuned, presets).items():
             print(f"{sweep}: {count} job(s) archived from {path}")
     return 0
 

@@ -140,7 +140,7 @@ def test_the_dry_run_before_the_search_has_started_says_every_later_step_waits(t
     # bug caught: "every search directory done" read over no directory at all (all([]) is true), so the
     # first look at where the chain stands, before the search began, computed the edges from a search
     # that does not exist and stopped with "is not a directory"
-    assert main(["tune_frontier_ptb", "--dry-run", "--root", str(tmp_path)]) == 0
+    assert main(["tune_frontier_ptb", "--dry-run", "--root", str(tmp_path), "--archive", "none"]) == 0
     out = capsys.readouterr().out
     assert "tune_frontier_ptb [to run]" in out and "# edges: waits for the steps before it" in out
 
@@ -157,14 +157,14 @@ def test_the_dry_run_lists_the_untuned_step_once_the_search_is_done_and_the_fina
                    base / "multirun.yaml")
     (base / DONE).write_text("done\n")
     (tmp_path / "tune_frontier_ptb_edge_tokens").mkdir()  # the extension running
-    assert main(["tune_frontier_ptb", "--dry-run", "--root", str(tmp_path)]) == 0
+    assert main(["tune_frontier_ptb", "--dry-run", "--root", str(tmp_path), "--archive", "none"]) == 0
     out = capsys.readouterr().out
     assert "tune_frontier_ptb_untuned [to run]" in out and "tune_frontier_ptb_edge_lr [to run]" in out
     assert "# sizes: waits for the steps before it" in out
     for name in ("tune_frontier_ptb_edge_tokens", "tune_frontier_ptb_edge_lr"):
         (tmp_path / name).mkdir(exist_ok=True)
         (tmp_path / name / DONE).write_text("done\n")
-    assert main(["tune_frontier_ptb", "--dry-run", "--root", str(tmp_path)]) == 0
+    assert main(["tune_frontier_ptb", "--dry-run", "--root", str(tmp_path), "--archive", "none"]) == 0
     out = capsys.readouterr().out
     assert "frontier_ptb_tuned_sizes [to run]" in out and "# seeds: waits for the steps before it" in out
 

@@ -63,7 +63,7 @@ def test_a_trials_row_rebuilds_the_metrics_the_record_read(source):
     for row in rows:
         if row["status"] not in ("completed", "diverged"):
             continue
-        trial = from_metrics(row["job"], row["family"], row["corpus"], metrics_of_row(row, "x"))
+        trial = from_metrics(row["job"], row["family"], row["corpus"], metrics_of_row(row))
         assert trial.status == row["status"]
         assert trial.loss == (float(row["val_loss_best"]) if row["val_loss_best"] else None)
         assert trial.lr_scale == float(row["lr_scale"])

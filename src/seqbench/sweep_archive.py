@@ -152,7 +152,7 @@ def restore(job_dir: Path, config: DictConfig, entry: dict, archive: Path) -> No
 
 
 # -- rows of a committed trials.csv (seqbench.analysis.tuning_report) -----------------------------------
-def metrics_of_row(row: dict, source: str) -> dict:
+def metrics_of_row(row: dict) -> dict:
     """The row's fields under metrics.json's names (the inverse of `tuning_trials.from_metrics`); a
     diverged trial keeps a null loss, as `seqbench.run` wrote it."""
     def number(name):
@@ -180,23 +180,30 @@ def from_trials(path: Path, directory: Path, seed: int, untuned: list[str], pres
     (`tune.schedule=null`) its jobs carry; every other sweep of the search carries only its experiment.
     `presets`: family -> the preset its jobs ran (the search's `preset` axis)."""
     added: dict[str, int] = {}
+    known: dict[str, dict] = {}  # sweep -> its archived keys, read once
     with open(path, newline="") as f:
         rows = list(csv.DictReader(f))
     for row in rows:
         if row.get("status") not in ("completed", "diverged"):
             continue  # failed or unfinished: the relaunch runs it
         sweep, job = row["job"].rsplit("/", 1)
-        experiment = sweep.removesuffix("_untuned").removesuffix("_edge_tokens").removesuffix("_edge_lr")
-        rest = {**(rest_of(untuned) if sweep.endswith("_untuned") else {"experiment": experiment}),
+        rest = {**(rest_of(untuned) if sweep.endswith("_untuned") else {"experiment": experiment_of(sweep)}),
                 "preset": presets[row["family"]]}
         grid = row.get("tokens_per_step_grid") or None
         key = make_key(row["family"], row.get("size"), row.get("budget_flops"), row.get("lr_scale"), grid, seed, rest)
         archive = Archive(directory, sweep)
-        if archive.find(key) is None:
-            archive.append(key, job, metrics_of_row(row, str(path)),
+        held = known.setdefault(sweep, archive.entries())
+        if key_text(key) not in held:
+            archive.append(key, job, metrics_of_row(row),
                            source=f"rebuilt from {path}: the job's own metrics.json was lost with its outputs")
+            held[key_text(key)] = key
             added[sweep] = added.get(sweep, 0) + 1
     return added
+
+
+def experiment_of(sweep: str) -> str:
+    """The tuning experiment a search sweep belongs to (`tune_frontier_ptb_edge_lr` -> `tune_frontier_ptb`)."""
+    return sweep.removesuffix("_untuned").removesuffix("_edge_tokens").removesuffix("_edge_lr")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -216,7 +223,7 @@ def main(argv: list[str] | None = None) -> int:
             first = next(csv.DictReader(f), None)
         if first is None:
             continue
-        experiment = first["job"].split("/")[0].removesuffix("_untuned").removesuffix("_edge_tokens").removesuffix("_edge_lr")
+        experiment = experiment_of(first["job"].split("/")[0])
         untuned = Chain(experiment, Path(".")).untuned()[0][1]
         presets = Experiment(experiment).presets
         for sweep, count in from_trials(path, args.archive, seed, untuned, presets).items():

@@ -93,7 +93,7 @@ class ResumableLauncher(ProcessLauncher):
         pending = []
         restored = 0
         if self.archive_dir:
-            from seqbench.sweep_archive import Archive
+            from seqbench.sweep_archive import Archive, key_text, restore
 
             self.archive = Archive(Path(str(self.archive_dir)), sweep_dir.name)
         archived = self.archive.entries() if self.archive else {}
@@ -105,9 +105,11 @@ class ResumableLauncher(ProcessLauncher):
             HydraConfig.instance().set_config(config)
             job_dir = sweep_dir / str(config.hydra.sweep.subdir)
             key = self._key(config)
-            if key is not None and not completed(job_dir) and self._restore(job_dir, config, key, archived):
+            entry = archived.get(key_text(key)) if key is not None else None
+            if entry is not None and not completed(job_dir):
+                restore(job_dir, config, entry, self.archive.path)
                 restored += 1
-            elif key is not None and completed(job_dir) and self._new(key, archived):
+            elif key is not None and entry is None and completed(job_dir):  # finished before the archive
                 self.archive.append(key, job_dir.name, json.loads((job_dir / "metrics.json").read_text()))
             if completed(job_dir):
                 log.info(f"\t#{idx} : skipped, completed in {job_dir}")
@@ -152,18 +154,3 @@ class ResumableLauncher(ProcessLauncher):
         except Exception as error:  # noqa: BLE001 - the sweep runs either way
             log.warning(f"job not archived: its key could not be read ({type(error).__name__}: {error})")
             return None
-
-    @staticmethod
-    def _new(key: dict, archived: dict) -> bool:
-        from seqbench.sweep_archive import key_text
-
-        return key_text(key) not in archived
-
-    def _restore(self, job_dir: Path, config, key: dict, archived: dict) -> bool:
-        from seqbench.sweep_archive import key_text, restore
-
-        entry = archived.get(key_text(key))
-        if entry is None:
-            return False
-        restore(job_dir, config, entry, self.archive.path)
-        return True

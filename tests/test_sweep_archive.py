@@ -15,7 +15,7 @@ from conftest import ROOT, compose_raw, run_cli
 from seqbench.analysis.tuning_trials import from_metrics
 from seqbench.campaign import Chain
 from seqbench.final_cells import Experiment
-from seqbench.sweep_archive import Archive, from_trials, job_key, make_key, metrics_of_row, rest_of
+from seqbench.sweep_archive import Archive, from_trials, job_key, make_key, metrics_of_row, rest_of, same_job
 
 TRIALS = ROOT / "experiments" / "figures" / "tuning-search-ptb" / "trials.csv"
 
@@ -48,6 +48,15 @@ def test_a_job_is_keyed_by_what_it_trains(tmp_path):
                   "tune.tokens_per_step=null", "+tune.per_family={lstm: {lr_scale: 2, tokens_per_step: 256, size: l}}"]
     assert job_key(compose_raw(per_family, tmp_path))["lr_scale"] == 2.0
     assert job_key(compose_raw(per_family, tmp_path))["size"] == "l"
+
+
+def test_a_job_folder_holds_the_same_job_whatever_the_order_and_logger_of_its_overrides():
+    ran = ["preset=ptb/lstm", "budget.flops=1e12", "logger=csv", "tune.per_family={lstm:{lr_scale:2}}"]
+    assert same_job(ran, ["tune.per_family={lstm: {lr_scale: 2}}", "budget.flops=1000000000000.0",
+                          "preset=ptb/lstm", "logger=wandb", "hydra.launcher.jobs=2"])
+    assert not same_job(ran, ["preset=ptb/lstm", "budget.flops=3e12", "tune.per_family={lstm:{lr_scale:2}}"])
+    assert not same_job(ran, ["preset=ptb/gru", "budget.flops=1e12", "tune.per_family={lstm:{lr_scale:2}}"])
+    assert not same_job(ran, [*ran, "seed=2"])
 
 
 def _rows(path):
@@ -106,6 +115,25 @@ def test_the_last_line_of_a_key_wins_and_a_torn_line_costs_only_itself(tmp_path)
     assert len(archive.entries()) == 1
 
 
+def test_an_entry_archived_without_its_curve_is_given_the_curve_of_its_own_run_only(tmp_path):
+    from seqbench.sweep_archive import add_curves
+
+    sweep, archive = tmp_path / "s", Archive(tmp_path / "archive", "s")
+    header = "step,val/ppl,val/loss,curve/tokens\n"
+    for job, metrics, stored in [("0", {"val/loss_best": 5.0}, {"val/loss_best": 5.0}),   # its own run
+                                 ("1", {"val/loss_best": 4.0}, {"val/loss_best": 4.5}),   # another run's folder
+                                 ("2", {"val/loss_best": 3.0}, {"val/loss_best": 3.0, "restored_from": "x"})]:
+        archive.append(make_key("lstm", "m", 1e12, 1, 256, int(job), {}), job, metrics)
+        (sweep / job / "csv").mkdir(parents=True)
+        (sweep / job / "metrics.json").write_text(json.dumps(stored))
+        (sweep / job / "csv" / "metrics.csv").write_text(header + f"10,150.0,5.0,{job}000\n")
+    assert add_curves(sweep, tmp_path / "archive") == 1
+    assert {e["job"]: e.get("curve") for e in archive.entries().values()} == {
+        "0": [{"step": 10.0, "val/ppl": 150.0, "val/loss": 5.0, "curve/tokens": 0.0, "curve/train_time_s": None,
+               "curve/wall_time_s": None, "train/flops": None}], "1": None, "2": None}
+    assert len(archive.path.read_text().splitlines()) == 3 and add_curves(sweep, tmp_path / "archive") == 0
+
+
 def _metrics(job):
     return json.loads((job / "metrics.json").read_text())
 
@@ -116,32 +144,52 @@ def test_a_sweep_whose_outputs_are_gone_is_restored_from_the_archive_and_only_ne
     sweep, archive = tmp_path / "sweep", tmp_path / "archive"
     args = ["-m", "hydra/launcher=resumable", f"hydra.sweep.dir={sweep}", f"hydra.launcher.archive={archive}",
             "model=lstm", "data=ptb", "logger=csv", "trainer=cpu", "trainer.max_steps=2", "trainer.max_epochs=-1",
+            "trainer.val_check_interval=2",
             "trainer.limit_val_batches=1", "trainer.limit_test_batches=1", "trainer.num_sanity_val_steps=0",
             "~callbacks.model_summary", "~callbacks.progress_bar", "model.embedding_size=16", "model.hidden_size=16"]
     env = {"PYTHONPATH": os.pathsep.join([str(ROOT / "src"), os.environ.get("PYTHONPATH", "")])}
     first = run_cli([*args, "seed=1"], tmp_path, env=env)
     assert _metrics(sweep / "0").get("status") == "completed", first.stderr[-3000:]
     ran = {"0": _metrics(sweep / "0")}
+    saved = {name: (sweep / "0" / ".hydra" / name).read_text() for name in ("config.yaml", "overrides.yaml")}
     assert {e["job"]: e["metrics"] for e in Archive(archive, "sweep").entries().values()} == ran
 
+    from seqbench.report import read_curve, read_local
+
+    curve = read_curve(sweep / "0" / "csv" / "metrics.csv")
+    assert len(curve) >= 1 and curve[-1]["curve/tokens"] > 0
     shutil.rmtree(sweep)  # a session stop: the outputs are gone, the committed archive is not
+    # ... and a later attempt at job 0 was killed: its partial curve and checkpoint must not be read
+    (sweep / "0" / "csv").mkdir(parents=True)
+    (sweep / "0" / "csv" / "metrics.csv").write_text("step,val/ppl,val/loss\n1,99999.0,11.5\n")
+    (sweep / "0" / "checkpoints").mkdir()
+    (sweep / "0" / "checkpoints" / "last.ckpt").write_bytes(b"partial")
     second = run_cli([*args, "seed=1,2"], tmp_path, env=env)
     log = second.stdout + second.stderr
     assert "1 of them restored from" in log and "Launching 1 of 2 jobs" in log, log[-3000:]
-    for job in ("0",):  # restored, not trained: no training log, the same numbers
+    for job in ("0",):  # restored, not trained: no training log, the same numbers, curve and saved config
         assert not (sweep / job / "train.log").exists()
         restored = _metrics(sweep / job)
         assert restored.pop("restored_from") == str(archive / "sweep.jsonl")
         assert restored == ran[job]
+        assert read_curve(sweep / job / "csv" / "metrics.csv") == curve
+        assert not (sweep / job / "checkpoints").exists()
+        assert {name: (sweep / job / ".hydra" / name).read_text() for name in saved} == saved  # recipe applied
     assert _metrics(sweep / "1").get("status") == "completed", log[-3000:]
     assert (sweep / "1" / "train.log").is_file()
     assert len(Archive(archive, "sweep").entries()) == 2
+    from seqbench.hydra_callbacks import last_outcomes
 
-    from seqbench.report import read_local  # a restored job reads as one that ran there
+    assert {job: record["status"] for job, record in last_outcomes(sweep).items()} == {0: "completed", 1: "completed"}
 
-    runs = read_local([sweep])
+    runs = read_local([sweep])  # a restored job reads as one that ran there
     assert sorted(r.family for r in runs) == ["lstm"] * 2
-    assert all(r.metrics["train/loss"] is not None for r in runs)
+    assert all(r.metrics["train/loss"] is not None and r.curve for r in runs)
+
+    # the same folder relaunched with another grid: job 0 is now seed 3, and seed 1's results are not its
+    third = run_cli([*args, "seed=3,1"], tmp_path, env=env)
+    assert third.returncode != 0 and "holds another job" in third.stdout + third.stderr
+    assert not (sweep / "2").exists() and len(Archive(archive, "sweep").entries()) == 2
 
 
 def test_the_dry_run_counts_the_archived_jobs_of_a_sweep_not_yet_restored(tmp_path, capsys):

@@ -8,12 +8,17 @@ committed record, `trials.csv`, left). So the resumable launcher (`hydra.launche
 `python -m seqbench.campaign` sets to `experiments/sweeps/`) keeps one JSON line per finished job in
 `<dir>/<sweep name>.jsonl`:
 
-    {"key": {...}, "job": "17", "metrics": {... the job's metrics.json ...}, "archived": "<utc>"}
+    {"key": {...}, "job": "17", "metrics": {... the job's metrics.json ...},
+     "curve": [{... one validation of csv/metrics.csv ...}, ...], "archived": "<utc>"}
 
 and on every launch, a job with no finished `metrics.json` of its own whose key is in the archive is
-restored instead of run: its `metrics.json` (marked `restored_from`) and its `.hydra/` files (composed
-again, as Hydra would write them) are written to its directory, and every reader (the tuning record,
-the chain's next steps, the reports) reads it as it reads a job that ran there.
+restored instead of run. What a run leaves for its readers is written to its directory: `metrics.json`
+(marked `restored_from`), the validation curve as `csv/metrics.csv` (the report's learning curves and
+the frontier's time-to-target read it), `.hydra/` as the run saves it (composed again, then the recipe
+applied as `src/train.py` applies it: the saved config shows every value used), and a `completed`
+line in the sweep's `jobs.jsonl`. Whatever an earlier, killed attempt left there (a partial curve,
+its checkpoints) is removed first. Every reader (the tuning record, the chain's next steps, the
+reports) then reads the job as one that ran there.
 
 A job is found by what it trains, not by its number: its `key` is the family, size, FLOPs budget, the
 searched learning-rate factor and tokens per step (`seqbench.tuning.settings`, so a `tune.per_family`
@@ -24,7 +29,9 @@ misses the archive and trains, as it must.
 
 A trial whose own `metrics.json` is gone but whose committed row survives can be archived from that row
 (`python -m seqbench.sweep_archive from-trials <trials.csv>`): its metrics are the row's fields under
-the names `metrics.json` gives them, marked as rebuilt from that file, nothing guessed.
+the names `metrics.json` gives them, marked as rebuilt from that file, nothing guessed. Jobs archived
+before the archive kept curves get theirs from their run's folder, where it still exists
+(`python -m seqbench.sweep_archive add-curves <sweep dir> ...`).
 """
 
 from __future__ import annotations
@@ -34,8 +41,10 @@ import csv
 import json
 import logging
 import os
+import shutil
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from filelock import FileLock
@@ -48,26 +57,31 @@ DEFAULT_DIR = REPO / "experiments" / "sweeps"
 # overrides a key leaves out: what the semantic fields already hold, and what does not change the run
 # (`preset` is kept: probe/lstm and probe/lstm_fb1, multi30k/bahdanau and multi30k/luong share a family)
 COVERED = ("budget.flops", "size", "seed", "tune.lr_scale", "tune.tokens_per_step", "tune.per_family")
-IGNORED = ("logger",)
-
+IGNORED = ("logger",)  # and what is under it: `logger.wandb.project=x` changes where a run is logged
 
 # -- the key ----------------------------------------------------------------------------------------
 def _num(value, kind):
     return None if value is None or value == "" else kind(float(value))
 
 
-def rest_of(overrides: list[str]) -> dict:
-    """The overrides a key keeps, parsed by Hydra's own parser (so `lr=0.5` and `lr=.50` agree)."""
+def _parsed(overrides: list[str]) -> dict:
+    """{key: value} of overrides, read by Hydra's own parser (so `lr=0.5` and `lr=.50` agree), `logger`
+    (and what is under it) and `hydra.*` left out: they do not change what is trained."""
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
     out = {}
     for override in OverridesParser.create().parse_overrides(list(overrides)):
         name = override.key_or_group
-        if name in COVERED or name in IGNORED or name.startswith("hydra."):
+        if name.split(".")[0] in IGNORED or name.startswith("hydra."):
             continue
         value = override.value()
         out[name] = value if value is None or isinstance(value, (bool, int, float, str)) else str(value)
     return out
+
+
+def rest_of(overrides: list[str]) -> dict:
+    """The overrides a key keeps: all but what its own fields hold (`_parsed`)."""
+    return {k: v for k, v in _parsed(overrides).items() if k not in COVERED}
 
 
 def make_key(family: str, size, budget, lr_scale, tokens_per_step, seed, rest: dict) -> dict:
@@ -87,6 +101,13 @@ def job_key(config: DictConfig) -> dict:
     return make_key(family_of(config.model), chosen.get("size") or config.get("size"),
                     OmegaConf.select(config, "budget.flops", default=None), chosen.get("lr_scale"),
                     chosen.get("tokens_per_step"), config.get("seed"), rest_of(overrides))
+
+
+def same_job(ran: list[str], asked: list[str]) -> bool:
+    """Whether a job directory's saved overrides (`.hydra/overrides.yaml`) and the job the sweep now asks
+    for at that number are one job: the same overrides in any order (`_parsed`). Not so when a sweep
+    was relaunched with another grid into the same folder: the numbers then name other jobs."""
+    return _parsed(ran) == _parsed(asked)
 
 
 def key_text(key: dict) -> str:
@@ -120,12 +141,15 @@ class Archive:
     def find(self, key: dict) -> dict | None:
         return self.entries().get(key_text(key))
 
-    def append(self, key: dict, job: str, metrics: dict, source: str | None = None) -> None:
+    def append(self, key: dict, job: str, metrics: dict, source: str | None = None,
+               curve: list[dict] | None = None) -> None:
         """One job's line; a later line with the same key replaces it (`entries` keeps the last)."""
         from seqbench.hydra_callbacks import append_line
 
         entry = {"key": key, "job": str(job), "metrics": metrics,
                  "archived": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+        if curve:
+            entry["curve"] = curve
         if source:
             entry["source"] = source
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -133,22 +157,93 @@ class Archive:
             append_line(self.path, entry)
 
 
-def restore(job_dir: Path, config: DictConfig, entry: dict, archive: Path) -> None:
-    """Write an archived job back: its `.hydra/` files as Hydra's `run_job` writes them (the task
-    config without `hydra`, the `hydra` node, the task overrides), then its `metrics.json`, last, so
-    a restore cut short leaves a job that is run again rather than one that looks finished."""
-    hydra_dir = Path(job_dir) / ".hydra"
+def curve_of(job_dir: Path) -> list[dict]:
+    """A finished job's validation curve, as the report reads it from `csv/metrics.csv`."""
+    from seqbench.report import read_curve
+
+    return read_curve(Path(job_dir) / "csv" / "metrics.csv")
+
+
+def restore(job_dir: Path, config: DictConfig, entry: dict, archive: Path,
+            compose: Callable[[list[str]], DictConfig] | None = None) -> None:
+    """Write an archived job back into `job_dir`, as a run there would have left it (the module
+    docstring lists what). `config` is the job's composed sweep config (`hydra` node included);
+    `compose(overrides)` composes the sweep's primary config with other overrides, for the recipe
+    (`seqbench.compose.finalize`), without it the saved config is Hydra's composition alone.
+    `metrics.json` is written last, so a restore cut short leaves a job that is run again rather
+    than one that looks finished."""
+    from seqbench.hydra_callbacks import append_outcome
+
+    job_dir = Path(job_dir)
+    for stale in ("csv", "checkpoints"):  # an earlier attempt's, killed before it finished
+        shutil.rmtree(job_dir / stale, ignore_errors=True)
+    hydra_dir = job_dir / ".hydra"
     hydra_dir.mkdir(parents=True, exist_ok=True)
+    overrides = list(config.hydra.overrides.task)
     task = config.copy()
     with read_write(task), open_dict(task):
         del task["hydra"]
     OmegaConf.save(task, hydra_dir / "config.yaml")
-    OmegaConf.save(OmegaConf.create({"hydra": config.hydra}), hydra_dir / "hydra.yaml")
+    hydra = OmegaConf.create({"hydra": OmegaConf.to_container(config.hydra, resolve=False)})
+    hydra.hydra.runtime.output_dir = str(job_dir.resolve())  # as run_job sets it
+    OmegaConf.save(hydra, hydra_dir / "hydra.yaml")
     OmegaConf.save(config.hydra.overrides.task, hydra_dir / "overrides.yaml")
+    if compose is not None:
+        from seqbench.compose import finalize, save_config
+
+        choices = {k: v for k, v in config.hydra.runtime.choices.items() if isinstance(v, str)}
+        save_config(finalize(task, overrides, choices, compose), job_dir)
+    if entry.get("curve"):
+        _write_curve(job_dir / "csv" / "metrics.csv", entry["curve"])
+    append_outcome(job_dir.parent, {"job": config.hydra.job.num, "overrides": " ".join(overrides),
+                                    "status": "completed", "dir": str(job_dir), "error": None,
+                                    "restored_from": str(archive)})
     metrics = {**entry["metrics"], "restored_from": str(archive)}
-    tmp = Path(job_dir) / "metrics.json.tmp"
+    tmp = job_dir / "metrics.json.tmp"
     tmp.write_text(json.dumps(metrics, indent=2, sort_keys=True))
-    os.replace(tmp, Path(job_dir) / "metrics.json")
+    os.replace(tmp, job_dir / "metrics.json")
+
+
+def _write_curve(path: Path, curve: list[dict]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    columns = sorted({k for row in curve for k in row})
+    with open(path, "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=columns)
+        writer.writeheader()
+        writer.writerows({k: "" if row.get(k) is None else row[k] for k in columns} for row in curve)
+
+
+def add_curves(sweep_dir: Path, directory: Path) -> int:
+    """Give the archived jobs of a sweep that were archived without their curve (before the archive kept
+    curves) the curve of their own run, where its folder still holds it: the same job number, and its
+    own `metrics.json` (not a restored one) equal to the archived metrics. Rewrites the file under its
+    lock; returns the entries given a curve."""
+    archive = Archive(directory, Path(sweep_dir).name)
+    if not archive.path.is_file():
+        return 0
+    added = 0
+    with FileLock(str(archive.path) + ".lock"):
+        lines = archive.path.read_text().splitlines()
+        for i, line in enumerate(lines):
+            try:
+                entry = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            job_dir = Path(sweep_dir) / entry["job"]
+            try:
+                own = json.loads((job_dir / "metrics.json").read_text())
+            except (OSError, ValueError):
+                continue
+            if entry.get("curve") or "restored_from" in own or own != entry["metrics"]:
+                continue
+            curve = curve_of(job_dir)
+            if curve:
+                lines[i] = json.dumps({**entry, "curve": curve})
+                added += 1
+        tmp = archive.path.with_suffix(".jsonl.tmp")
+        tmp.write_text("".join(line + "\n" for line in lines))
+        os.replace(tmp, archive.path)
+    return added
 
 
 # -- rows of a committed trials.csv (seqbench.analysis.tuning_report) -----------------------------------
@@ -212,7 +307,14 @@ def main(argv: list[str] | None = None) -> int:
     rebuild = sub.add_parser("from-trials", help="archive the finished rows of committed trials.csv / baseline.csv files")
     rebuild.add_argument("csv", nargs="+", type=Path)
     rebuild.add_argument("--archive", type=Path, default=DEFAULT_DIR)
+    curves = sub.add_parser("add-curves", help="give archived jobs of these sweep folders the curves their runs left")
+    curves.add_argument("sweep_dir", nargs="+", type=Path)
+    curves.add_argument("--archive", type=Path, default=DEFAULT_DIR)
     args = parser.parse_args(argv)
+    if args.command == "add-curves":
+        for sweep_dir in args.sweep_dir:
+            print(f"{sweep_dir.name}: {add_curves(sweep_dir, args.archive)} job(s) given their curve")
+        return 0
     from seqbench.campaign import Chain
     from seqbench.compose import CONF_DIR
     from seqbench.final_cells import Experiment

@@ -41,7 +41,7 @@ import cloudpickle
 from hydra.core.hydra_config import HydraConfig
 from hydra.core.singleton import Singleton
 from hydra.core.utils import JobReturn, JobStatus, configure_log, filter_overrides, setup_globals
-from omegaconf import open_dict
+from omegaconf import open_dict, read_write
 
 from hydra_plugins.seqbench_launcher.process_launcher import ProcessLauncher, _run_in_child
 
@@ -54,6 +54,25 @@ def completed(job_dir: Path) -> bool:
         return json.loads((job_dir / "metrics.json").read_text()).get("status") == "completed"
     except (OSError, ValueError):
         return False
+
+
+def _check_same_job(job_dir: Path, overrides: Sequence[str]) -> None:
+    """Refuse a job directory that holds another job: a sweep relaunched into the same folder with
+    another grid numbers its jobs anew, and job 7's finished results (or last.ckpt) would be taken for
+    a job they are not — skipped as done, archived under the new job's key, or resumed from."""
+    saved = job_dir / ".hydra" / "overrides.yaml"
+    if not saved.is_file():
+        return
+    from omegaconf import OmegaConf
+
+    from seqbench.errors import ConfigError
+    from seqbench.sweep_archive import same_job
+
+    ran = list(OmegaConf.load(saved))
+    if not same_job(ran, list(overrides)):
+        raise ConfigError(f"{job_dir} holds another job ({' '.join(ran)}) than this sweep's job {job_dir.name} "
+                          f"({' '.join(overrides)}): the sweep's grid changed since it ran there. Give the sweep "
+                          f"its own hydra.sweep.dir, or move the old folder away; nothing was run.")
 
 
 def _run_with_threads(payload: bytes, threads: int | None) -> bytes:
@@ -92,9 +111,9 @@ class ResumableLauncher(ProcessLauncher):
         returns: dict[int, JobReturn] = {}
         pending = []
         restored = 0
-        if self.archive_dir:
-            from seqbench.sweep_archive import Archive, key_text, restore
+        from seqbench.sweep_archive import Archive, curve_of, key_text, restore
 
+        if self.archive_dir:
             self.archive = Archive(Path(str(self.archive_dir)), sweep_dir.name)
         archived = self.archive.entries() if self.archive else {}
         for idx, overrides in enumerate(job_overrides, start=initial_job_idx):
@@ -104,13 +123,15 @@ class ResumableLauncher(ProcessLauncher):
                 config.hydra.job.num = idx
             HydraConfig.instance().set_config(config)
             job_dir = sweep_dir / str(config.hydra.sweep.subdir)
+            _check_same_job(job_dir, overrides)
             key = self._key(config)
             entry = archived.get(key_text(key)) if key is not None else None
             if entry is not None and not completed(job_dir):
-                restore(job_dir, config, entry, self.archive.path)
+                restore(job_dir, config, entry, self.archive.path, self._compose)
                 restored += 1
             elif key is not None and entry is None and completed(job_dir):  # finished before the archive
-                self.archive.append(key, job_dir.name, json.loads((job_dir / "metrics.json").read_text()))
+                self.archive.append(key, job_dir.name, json.loads((job_dir / "metrics.json").read_text()),
+                                    curve=curve_of(job_dir))
             if completed(job_dir):
                 log.info(f"\t#{idx} : skipped, completed in {job_dir}")
                 returns[idx] = JobReturn(overrides=list(overrides), cfg=config, hydra_cfg=config.hydra,
@@ -138,8 +159,19 @@ class ResumableLauncher(ProcessLauncher):
             return idx, self._died(config, overrides)
         job_dir = Path(str(config.hydra.sweep.dir)) / str(config.hydra.sweep.subdir)
         if key is not None and completed(job_dir):
-            self.archive.append(key, job_dir.name, json.loads((job_dir / "metrics.json").read_text()))
+            from seqbench.sweep_archive import curve_of
+
+            self.archive.append(key, job_dir.name, json.loads((job_dir / "metrics.json").read_text()),
+                                curve=curve_of(job_dir))
         return idx, ret
+
+    def _compose(self, overrides: list[str]):
+        """The sweep's primary config composed with other overrides, without its `hydra` node, as the
+        running job's `hydra.compose` gives it (`seqbench.entry.final_config`): for a restored job's recipe."""
+        config = self.hydra_context.config_loader.load_sweep_config(self.config, list(overrides))
+        with read_write(config), open_dict(config):
+            del config["hydra"]
+        return config
 
     # -- the archive (seqbench.sweep_archive) --------------------------------------------------------
     def _key(self, config) -> dict | None:

@@ -269,3 +269,16 @@ def test_an_extended_grid_s_edge_is_reported_and_no_second_extension_is_printed_
     lines = commands(searches(read_trials([base, edge])), [base, edge])
     assert not [line for line in lines if line.startswith("bash ")], lines
     assert any("tune_frontier_ptb_edge_lr has run" in line for line in lines), lines
+
+
+def test_an_edge_after_the_extension_is_reported_not_chased(tmp_path):
+    # bug caught: the extended search's summary asked for the extension it already holds ("the grid is
+    # extended beyond that edge"), where the protocol extends once and reports the edges left
+    sweep = tmp_path / "s"
+    grid(sweep, LSTM, [0.5, 1, 2], [256, 512, 1024], {(1, 256): 5.0})
+    found = searches(read_trials([sweep]))
+    base = summary_md(found, "now", ["tune_frontier_ptb"], False)
+    extended = summary_md(found, "now", ["tune_frontier_ptb", "tune_frontier_ptb_edge_tokens"], False)
+    assert "fewest tokens" in base and "the grid is extended beyond that edge" in base
+    assert "extended once already (tune_frontier_ptb_edge_tokens): these edges are reported, not chased" in extended
+    assert "extended beyond" not in extended

@@ -110,8 +110,10 @@ def notes(found: list[Search], read_at: str, sources: list[str], with_untuned: b
              if running or waiting else "complete: every planned trial has finished")
     lines = [f"Search read at {read_at} from {', '.join(sources)}: {finished} of {total} trials finished ({state})."]
     edges = edge_families(found)
-    lines.append("Search grid edges: " + ("; ".join(f"{f}: {', '.join(e)}" for f, e in edges.items())
-                                          + ". The protocol's rule: the grid is extended beyond that edge for every family."
+    extensions = [name for name in sources if "_edge_" in name]  # the protocol extends once (tuning-protocol.md)
+    rule = (f" The grid was extended once already ({', '.join(extensions)}): these edges are reported, not chased."
+            if extensions else " The protocol's rule: the grid is extended beyond that edge for every family.")
+    lines.append("Search grid edges: " + ("; ".join(f"{f}: {', '.join(e)}" for f, e in edges.items()) + "." + rule
                                           if edges else "no family's best lies on an edge of its grid."))
     cost = sum(s.wall_time_s for s in found)
     lines.append(f"Search cost: {cost:,.0f} s ({cost / 3600:.2f} h) of summed wall time over the finished trials; "

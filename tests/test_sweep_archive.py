@@ -109,7 +109,7 @@ def test_the_last_line_of_a_key_wins_and_a_torn_line_costs_only_itself(tmp_path)
     key = make_key("lstm", "m", 1e12, 1, 256, 1, {})
     archive.append(key, "0", {"val/loss_best": 5.0})
     with open(archive.path, "a") as f:
-        f.write('{"key": {"family": "gru"')  # a process killed mid-line
+        f.write('{"job": "9"}\n{"key": {"family": "gru"')  # a line edited by hand; a process killed mid-line
     archive.append(key, "0", {"val/loss_best": 4.0})
     assert archive.find(key)["metrics"] == {"val/loss_best": 4.0}
     assert len(archive.entries()) == 1

@@ -65,7 +65,8 @@ def _num(value, kind):
 
 
 def _parsed(overrides: list[str]) -> dict:
-    """{key: value} of overrides, read by Hydra's own parser (so `lr=0.5` and `lr=.50` agree), `logger`
+    """{key: value} of overrides, read by Hydra's own parser (so `lr=0.5` and `lr=.50` agree) in one form
+    (`_canonical`), `logger`
     (and what is under it) and `hydra.*` left out: they do not change what is trained."""
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
@@ -74,9 +75,18 @@ def _parsed(overrides: list[str]) -> dict:
         name = override.key_or_group
         if name.split(".")[0] in IGNORED or name.startswith("hydra."):
             continue
-        value = override.value()
-        out[name] = value if value is None or isinstance(value, (bool, int, float, str)) else str(value)
+        out[name] = _canonical(override.value())
     return out
+
+
+def _canonical(value):
+    """One form per value: `16.0` as 16; a dict or list as plain JSON data (a key is compared as sorted
+    JSON, `key_text`, so `{a:1,b:2}` and `{b:2,a:1}` agree, and neither reads as the string "{a:1,b:2}")."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    return json.loads(json.dumps(value, default=str))
 
 
 def rest_of(overrides: list[str]) -> dict:
@@ -132,10 +142,10 @@ class Archive:
                 continue
             try:
                 entry = json.loads(line)
-            except json.JSONDecodeError:
-                log.warning("%s, line %d: not a whole record (torn by a killed process); skipped", self.path, number)
-                continue
-            out[key_text(entry["key"])] = entry
+                out[key_text(entry["key"])] = entry
+            except (json.JSONDecodeError, KeyError, TypeError):
+                log.warning("%s, line %d: not a whole record (torn by a killed process, or edited); skipped",
+                            self.path, number)
         return out
 
     def find(self, key: dict) -> dict | None:

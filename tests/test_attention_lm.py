@@ -26,7 +26,7 @@ def test_attention_family_trains_and_tests_on_windows(model, data, tmp_path):
     assert metrics["val/ppl"] == pytest.approx(saved["val/ppl"])
     history = (tmp_path / "csv" / "metrics.csv").read_text().splitlines()
     header = history[0].split(",")
-    assert {"val/ppl", "curve/tokens", "curve/train_time_s"} <= set(header)
+    assert {"val/ppl", "curve/tokens", "curve/train_time_s", "curve/train_cpu_s"} <= set(header)
     row = next(dict(zip(header, line.split(","))) for line in history[1:] if line.split(",")[header.index("val/ppl")])
     assert float(row["curve/tokens"]) == 4 * 4 * 16  # limit_train_batches=4 batches of 4 windows of 16 tokens
 

@@ -130,7 +130,7 @@ def test_an_entry_archived_without_its_curve_is_given_the_curve_of_its_own_run_o
     assert add_curves(sweep, tmp_path / "archive") == 1
     assert {e["job"]: e.get("curve") for e in archive.entries().values()} == {
         "0": [{"step": 10.0, "val/ppl": 150.0, "val/loss": 5.0, "curve/tokens": 0.0, "curve/train_time_s": None,
-               "curve/wall_time_s": None, "train/flops": None}], "1": None, "2": None}
+               "curve/train_cpu_s": None, "curve/wall_time_s": None, "train/flops": None}], "1": None, "2": None}
     assert len(archive.path.read_text().splitlines()) == 3 and add_curves(sweep, tmp_path / "archive") == 0
 
 

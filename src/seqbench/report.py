@@ -45,7 +45,8 @@ from seqbench.ledger import write_record
 from seqbench.preset_choice import preset_of
 from seqbench.provenance import command_line
 
-CURVE_KEYS = ("val/ppl", "val/loss", "curve/tokens", "curve/train_time_s", "curve/wall_time_s", "train/flops")
+CURVE_KEYS = ("val/ppl", "val/loss", "curve/tokens", "curve/train_time_s", "curve/train_cpu_s", "curve/wall_time_s",
+              "train/flops")
 
 
 @dataclass

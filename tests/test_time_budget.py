@@ -21,5 +21,6 @@ def test_a_time_budget_stops_training_inside_the_first_epoch(tmp_path):
     metrics = json.loads(next(tmp_path.glob("runs/*/metrics.json")).read_text())
     # an epoch of PTB is ~1,390 batches of 20 x 35 tokens; 2 s of a 16-unit LSTM trains a small part of it
     assert 0 < metrics["curve/tokens"] < PTB_TRAIN_TOKENS / 2, metrics["curve/tokens"]
+    assert 0 < metrics["cpu_time_s"] and 0 < metrics["wall_time_s"]  # both clocks recorded
     assert metrics["tested_checkpoint"], "the stopped run validated and saved a best checkpoint"
     assert math.isfinite(metrics["test/ppl"]) and metrics["test/ppl"] < 10_000  # below uniform over 10k words

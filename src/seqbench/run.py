@@ -94,7 +94,7 @@ def build(cfg: DictConfig, choices: dict | None = None):
 
 def train(cfg: DictConfig, output_dir: Path, choices: dict | None = None, overrides: list[str] | None = None) -> dict:
     """Fit, test from the best checkpoint, and write `metrics.json`; returns the metrics."""
-    started = time.time()
+    started, cpu_started = time.time(), time.process_time()
     commit = git_commit(Path(__file__).resolve().parent)  # at launch: the code that runs, not the HEAD at the end
     # the ledger's provenance (seqbench.ledger): when it started and, below, on what machine and code
     metrics: dict[str, Any] = {"status": "running", "overrides": " ".join(overrides or []), "date": utc_now()}
@@ -166,6 +166,9 @@ def train(cfg: DictConfig, output_dir: Path, choices: dict | None = None, overri
     finally:
         torch.set_float32_matmul_precision(precision)
         metrics["wall_time_s"] = time.time() - started
+        # this process's CPU seconds, all threads (LearningCurve's docstring: a shared or paused machine's
+        # wall time holds other work; this does not)
+        metrics["cpu_time_s"] = time.process_time() - cpu_started
         metrics["git_commit"] = commit
         metrics["hardware"] = hardware()  # the CPU model too: `device` names only what trained
         if _is_rank_zero():

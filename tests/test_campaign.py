@@ -21,6 +21,8 @@ sweep = [a.split("=", 1)[1] for a in sys.argv if a.startswith("hydra.sweep.dir="
 log = os.path.join(sweep, "launches.txt")
 launch = len(open(log).read().splitlines()) if os.path.exists(log) else 0
 open(log, "a").write(" ".join(sys.argv[1:]) + "\\n")
+if os.environ.get("REFUSED"):  # the launcher refuses before any job runs (a job folder of another grid)
+    sys.exit(1)
 parts = os.environ["OUTCOMES"].split(";")
 jobs = os.path.join(sweep, "jobs.jsonl")
 last = {}
@@ -62,6 +64,21 @@ def test_a_job_that_fails_at_every_launch_does_not_stop_the_chain_forever(tmp_pa
     assert run_sweep(tmp_path, "s", [], 1, [], log=lambda *_: None, train=str(train), attempts=3)
     assert len((tmp_path / "s" / "launches.txt").read_text().splitlines()) == 3  # job 1 given three chances
     assert "failed at each of 3 launches: jobs [1]" in (tmp_path / "s" / DONE).read_text()
+
+
+def test_a_launch_that_runs_no_job_is_neither_retried_nor_given_up_on(tmp_path, monkeypatch):
+    # bug caught: a launcher that refuses before any job runs (exit 1) read as the earlier launch's
+    # failure again, so after three such launches the old grid's sweep is marked done and the chain goes on
+    train = tmp_path / "train.py"
+    train.write_text(FAKE_TRAIN)
+    (tmp_path / "s").mkdir()
+    (tmp_path / "s" / "jobs.jsonl").write_text("".join(json.dumps({"job": j, "status": s}) + "\n"
+                                                       for j, s in enumerate(["completed", "failed"])))
+    assert failed_jobs(tmp_path / "s") == [1]  # an earlier launch's failure, on record
+    monkeypatch.setenv("OUTCOMES", "completed,failed")
+    monkeypatch.setenv("REFUSED", "1")
+    assert not run_sweep(tmp_path, "s", [], 1, [], log=lambda *_: None, train=str(train), attempts=3)
+    assert len((tmp_path / "s" / "launches.txt").read_text().splitlines()) == 1 and not (tmp_path / "s" / DONE).exists()
 
 
 def test_the_edges_step_extends_every_family_from_the_base_search_alone(tmp_path):

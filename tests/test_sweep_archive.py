@@ -127,11 +127,32 @@ def test_an_entry_archived_without_its_curve_is_given_the_curve_of_its_own_run_o
         (sweep / job / "csv").mkdir(parents=True)
         (sweep / job / "metrics.json").write_text(json.dumps(stored))
         (sweep / job / "csv" / "metrics.csv").write_text(header + f"10,150.0,5.0,{job}000\n")
+    with open(archive.path, "a") as f:
+        f.write('{"job": "0"}\n')  # a line without metrics (edited by hand): skipped, kept
     assert add_curves(sweep, tmp_path / "archive") == 1
     assert {e["job"]: e.get("curve") for e in archive.entries().values()} == {
         "0": [{"step": 10.0, "val/ppl": 150.0, "val/loss": 5.0, "curve/tokens": 0.0, "curve/train_time_s": None,
                "curve/train_cpu_s": None, "curve/wall_time_s": None, "train/flops": None}], "1": None, "2": None}
-    assert len(archive.path.read_text().splitlines()) == 3 and add_curves(sweep, tmp_path / "archive") == 0
+    assert len(archive.path.read_text().splitlines()) == 4 and add_curves(sweep, tmp_path / "archive") == 0
+
+
+def test_a_job_folder_is_refused_only_where_another_job_left_a_result_or_a_checkpoint(tmp_path):
+    # bugs caught: a folder of another grid taken for the job (its result skipped as done, archived under
+    # the new key, or resumed from); a folder a killed job left without a result, or an overrides.yaml
+    # cut short, stopping every relaunch until a person moves it
+    from hydra_plugins.seqbench_launcher.resumable_launcher import _check_same_job
+    from seqbench.errors import ConfigError
+
+    job = tmp_path / "7"
+    (job / ".hydra").mkdir(parents=True)
+    (job / ".hydra" / "overrides.yaml").write_text("- seed=1\n")
+    _check_same_job(job, ["seed=3"])  # nothing there to take for the job
+    (job / "metrics.json").write_text('{"status": "completed"}')
+    _check_same_job(job, ["seed=1", "logger=csv"])
+    with pytest.raises(ConfigError, match="holds another job"):
+        _check_same_job(job, ["seed=3"])
+    (job / ".hydra" / "overrides.yaml").write_text("")
+    _check_same_job(job, ["seed=3"])  # cut short: warned of, not refused
 
 
 def _metrics(job):

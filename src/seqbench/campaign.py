@@ -229,7 +229,9 @@ def run_sweep(root: Path, name: str, overrides: list[str], jobs: int, extra: lis
              f"hydra.launcher.jobs={jobs}", *overrides, *extra]
     if archive is not None:
         words.insert(5, f"hydra.launcher.archive={Path(archive).resolve()}")
+    ran = True
     for attempt in range(1, attempts + 1):
+        outcomes_before = _outcome_count(sweep)
         again = f" (launch {attempt} of {attempts})" if attempt > 1 else ""
         log(f"{name}: {shlex.join(words[1:])}{again}")
         with open(sweep / "launcher.log", "a") as out:
@@ -244,9 +246,12 @@ def run_sweep(root: Path, name: str, overrides: list[str], jobs: int, extra: lis
             (sweep / DONE).write_text(time.strftime("%Y-%m-%dT%H:%M:%SZ\n", time.gmtime()))
             log(f"{name}: done")
             return True
-        if not failed or rc < 0:  # no job failed, or someone stopped the launcher (a signal): not to retry
+        # a launch that ended no job (it failed before any ran: a job folder of another grid refused, a
+        # config that does not compose) says nothing of the jobs.jsonl failures of earlier launches
+        ran = _outcome_count(sweep) > outcomes_before
+        if not failed or rc < 0 or not ran:  # nothing failed; a signal stopped it; or it ran nothing: no retry
             break
-    if failed and rc >= 0:  # every launch reran them (completed jobs are skipped), and each time they failed
+    if failed and rc >= 0 and ran:  # every launch reran them (completed jobs are skipped), and each time they failed
         (sweep / DONE).write_text(time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
                                   + f" failed at each of {attempts} launches: jobs {failed}\n")
         log(f"{name}: jobs {failed} failed at each of {attempts} launches; given up on (see jobs.jsonl), "
@@ -255,6 +260,14 @@ def run_sweep(root: Path, name: str, overrides: list[str], jobs: int, extra: lis
     left = f"jobs not completed: {failed}" if failed else "no job failed"
     log(f"{name}: the launcher exited with {rc}, {left}; see launcher.log")
     return False
+
+
+def _outcome_count(sweep: Path) -> int:
+    """Lines in the sweep's jobs.jsonl: one per job that ended (seqbench.hydra_callbacks)."""
+    from seqbench.hydra_callbacks import JOBS
+
+    path = Path(sweep) / JOBS
+    return len(path.read_bytes().splitlines()) if path.is_file() else 0
 
 
 def main(argv: list[str] | None = None) -> int:

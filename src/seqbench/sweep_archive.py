@@ -86,7 +86,11 @@ def _canonical(value):
         return int(value)
     if value is None or isinstance(value, (bool, int, float, str)):
         return value
-    return json.loads(json.dumps(value, default=str))
+    if isinstance(value, dict):
+        return {str(k): _canonical(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_canonical(v) for v in value]
+    return str(value)
 
 
 def rest_of(overrides: list[str]) -> dict:
@@ -202,7 +206,11 @@ def restore(job_dir: Path, config: DictConfig, entry: dict, archive: Path,
         from seqbench.compose import finalize, save_config
 
         choices = {k: v for k, v in config.hydra.runtime.choices.items() if isinstance(v, str)}
-        save_config(finalize(task, overrides, choices, compose), job_dir)
+        try:
+            save_config(finalize(task, overrides, choices, compose), job_dir)
+        except Exception as error:  # noqa: BLE001 - the metrics are what the readers need; say what is missing
+            log.warning(f"{job_dir}: the recipe could not be applied to the restored config "
+                        f"({type(error).__name__}: {error}); Hydra's composition is saved instead")
     if entry.get("curve"):
         _write_curve(job_dir / "csv" / "metrics.csv", entry["curve"])
     append_outcome(job_dir.parent, {"job": config.hydra.job.num, "overrides": " ".join(overrides),
@@ -237,9 +245,11 @@ def add_curves(sweep_dir: Path, directory: Path) -> int:
         for i, line in enumerate(lines):
             try:
                 entry = json.loads(line)
-            except json.JSONDecodeError:
+                job_dir = Path(sweep_dir) / str(entry["job"])
+            except (json.JSONDecodeError, KeyError, TypeError):
+                continue  # not a whole record: entries() skips it too
+            if not isinstance(entry.get("metrics"), dict):
                 continue
-            job_dir = Path(sweep_dir) / entry["job"]
             try:
                 own = json.loads((job_dir / "metrics.json").read_text())
             except (OSError, ValueError):

@@ -61,14 +61,22 @@ def _check_same_job(job_dir: Path, overrides: Sequence[str]) -> None:
     another grid numbers its jobs anew, and job 7's finished results (or last.ckpt) would be taken for
     a job they are not — skipped as done, archived under the new job's key, or resumed from."""
     saved = job_dir / ".hydra" / "overrides.yaml"
-    if not saved.is_file():
-        return
+    if not saved.is_file() or not ((job_dir / "metrics.json").is_file()
+                                   or (job_dir / "checkpoints" / "last.ckpt").is_file()):
+        return  # nothing there would be taken for the job: no result, no checkpoint to resume from
     from omegaconf import OmegaConf
 
     from seqbench.errors import ConfigError
     from seqbench.sweep_archive import same_job
 
-    ran = list(OmegaConf.load(saved))
+    try:
+        ran = list(OmegaConf.load(saved) or [])
+    except Exception as error:  # noqa: BLE001 - a file cut short by a kill: the folder is run again
+        log.warning(f"{saved} could not be read ({type(error).__name__}); its job is not checked")
+        return
+    if not ran:
+        log.warning(f"{saved} is empty (cut short by a kill?); its job is not checked")
+        return
     if not same_job(ran, list(overrides)):
         raise ConfigError(f"{job_dir} holds another job ({' '.join(ran)}) than this sweep's job {job_dir.name} "
                           f"({' '.join(overrides)}): the sweep's grid changed since it ran there. Give the sweep "

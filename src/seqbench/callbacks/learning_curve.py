@@ -10,8 +10,10 @@ GPU synchronised around each step), the CPU seconds the process spent in those s
 Why a CPU clock beside the wall clock: on a shared CPU machine a step's wall time holds whatever else
 ran on its core — another sweep's job, a test suite, a pause (SIGSTOP) of the whole chain — and the
 long tuning chains run on exactly such machines. The process's CPU seconds count only its own work
-(all its threads: core-seconds), so a CPU run's cost is measured even where its wall time is not. On a
-GPU it counts only the host's share and says little; the wall clock is the measure there.
+(all its threads: core-seconds), so a CPU run's cost is measured even where its wall time is not. It is
+rank 0's process alone: other DDP ranks and DataLoader worker processes are not in it (the chains run
+one process, no workers). On a GPU it counts only the host's share and says little; the wall clock is
+the measure there.
 For a language model it also logs the cumulative training FLOPs (`train/flops`): each batch's target
 tokens times the family's FLOPs per token at that batch's length (`flops_per_token`, the formulas of
 `seqbench.nn.flops`: matmuls, forward + backward). They land in the same CSV row as `val/ppl`, which is what `seqbench.report` plots and reads the

@@ -15,7 +15,9 @@ this module when the runs log `train/flops` (`seqbench.callbacks.LearningCurve`)
   intervals (`seqbench.budget`); the winner is the family with the lowest loss; where the winner
   changes between two budgets, the **crossover** is the first validation FLOPs at which the new
   winner's frontier is below the old one's. A second table does the same over training time (the
-  `curve/train_time_s` of each validation, seeds averaged), at decades of seconds (`--time-budgets`).
+  training seconds of each validation, seeds averaged), at decades of seconds (`--time-budgets`): the
+  CPU seconds of a configuration whose runs all trained on one CPU thread and recorded them, its
+  wall-clock seconds otherwise (`seqbench.clocks` says why).
 
 The envelope shows the curves' shape; the **verdict** (who wins at a budget) is `seqbench.verdict`'s:
 seed means of the cells trained to that budget, chosen on validation, scored on held-out data, a
@@ -30,6 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from seqbench import verdict
+from seqbench.clocks import WALL_CLOCK, clock_name, curve_clock
 
 TOLERANCE = 0.05  # a run spends its budget to within evals/2 steps: count points up to 5 % above it
 
@@ -47,6 +50,7 @@ class Config:
     params: int | None
     budget: float | None
     points: list[dict] = field(default_factory=list)  # {"flops", "time", "loss", "sd", "n"} per validation
+    clock: str = WALL_CLOCK  # the curve key "time" was read from (seqbench.clocks)
 
     @property
     def label(self) -> str:
@@ -71,16 +75,18 @@ def configs(runs) -> list[Config]:
     for (family, params, budget), rs in sorted(grouped.items(), key=lambda kv: tuple(str(k) for k in kv[0])):
         curves = [[row for row in r.curve if row.get("train/flops") is not None and loss_of(row) is not None]
                   for r in rs]
+        clocks = {curve_clock(r.metrics.get("device"), c) for r, c in zip(rs, curves)}
+        clock = clocks.pop() if len(clocks) == 1 else WALL_CLOCK  # one clock for every seed of a mean
         points = []
         for i in range(min(len(c) for c in curves)):  # a seed cut short ends the mean there
             losses = [loss_of(c[i]) for c in curves]
-            times = [c[i].get("curve/train_time_s") for c in curves]
+            times = [c[i].get(clock) for c in curves]
             times = [t for t in times if t is not None]
             points.append({"flops": statistics.fmean(c[i]["train/flops"] for c in curves),
                            "time": statistics.fmean(times) if times else None,
                            "loss": statistics.fmean(losses),
                            "sd": statistics.stdev(losses) if len(losses) > 1 else None, "n": len(losses)})
-        out.append(Config(family, params, budget, points))
+        out.append(Config(family, params, budget, points, clock))
     return out
 
 
@@ -188,7 +194,8 @@ def table(cfgs: list[Config], budgets: list[float] | None = None, x: str = "flop
         lines.append("No crossover: the same family wins at every budget.")
     lines.append("")
     lines.append("Validation loss in nats per token (mean ± sd over seeds, n seeds) of the family's best "
-                 "configuration within the budget (+5 %), its non-embedding parameters in brackets.")
+                 "configuration within the budget (+5 %), its non-embedding parameters in brackets."
+                 + (f" Training time: {clock_name({c.clock for c in cfgs})}." if x == "time" else ""))
     return "\n".join(lines), rows, cross
 
 
@@ -241,8 +248,8 @@ def section(runs, out: Path, budgets: list[float] | None = None, time_budgets: l
           "### Lower envelope over every validation (the curves' shape, not a verdict)", "",
           text, "", "![loss_vs_flops](loss_vs_flops.png)", "",
           "### The same runs against training time", "",
-          "Wall-clock depends on the machine and its load (the runs' `device` and the page say which); "
-          "the FLOPs table does not.", "", time_text, "", "![loss_vs_time](loss_vs_time.png)"]
+          "Seconds depend on the machine (the runs' `device` and the page say which), and wall-clock seconds "
+          "on its load too; the FLOPs table depends on neither.", "", time_text, "", "![loss_vs_time](loss_vs_time.png)"]
     return {"markdown": "\n".join(md), "verdict_table": verdict_text, "verdicts": verdicts,
             "table": text, "rows": rows, "crossovers": cross, "pngs": pngs,
             "time_table": time_text, "time_rows": time_rows}

@@ -5,7 +5,7 @@
     python -m seqbench.report --wandb-group <group>                  # the same, from W&B (online only)
 
 Every job directory of a sweep holds `metrics.json` (final numbers, parameter counts, tokens/s, peak
-memory), `csv/metrics.csv` (the history: `val/ppl` with `curve/tokens` and `curve/train_time_s` at
+memory), `csv/metrics.csv` (the history: `val/ppl` with `curve/tokens` and the training clocks at
 each validation, from `seqbench.callbacks.LearningCurve`) and `.hydra/` (which model/family it was).
 Runs are grouped by family (`preset=`, else `model=`), and seeds of a family are summarised
 as mean ± sample standard deviation; where a family's runs differ in size or FLOPs budget (a frontier
@@ -13,8 +13,8 @@ sweep) the table gives each of those configurations its own row. A failed job ap
 
 The table's validation perplexity is that of the best checkpoint (the lowest `val/ppl` of the
 history, the one `test/ppl` was measured on). "Time to target" is the training time (validation
-excluded) at the first validation whose perplexity is at or below the target; by default the target
-is the worst of the families' best mean perplexities, so every family reaches it on average (a
+excluded; CPU seconds for a one-thread CPU run, `seqbench.clocks`) at the first validation whose
+perplexity is at or below the target; by default the target is the worst of the families' best mean perplexities, so every family reaches it on average (a
 run of that family worse than its mean may not; the column then says how many did). Plots: validation
 perplexity against training time and against training tokens seen, one line per run, one colour per
 family; best validation perplexity against non-embedding parameters. Runs that count their training
@@ -38,12 +38,14 @@ from pathlib import Path
 
 import yaml
 
+from seqbench.clocks import curve_clock
 from seqbench.frontier import config_label
 from seqbench.frontier import section as frontier_section
 from seqbench.hydra_callbacks import last_outcomes
 from seqbench.ledger import write_record
 from seqbench.preset_choice import preset_of
 from seqbench.provenance import command_line
+from seqbench.report_plots import plot_curves, plot_params
 
 CURVE_KEYS = ("val/ppl", "val/loss", "curve/tokens", "curve/train_time_s", "curve/train_cpu_s", "curve/wall_time_s",
               "train/flops")
@@ -65,7 +67,13 @@ class Run:
         values = [row["val/ppl"] for row in self.curve if row.get("val/ppl") is not None]
         return min(values) if values else self.metrics.get("val/ppl")
 
-    def time_to(self, target: float, key: str = "curve/train_time_s") -> float | None:
+    @property
+    def clock(self) -> str:
+        """The curve key that times this run (seqbench.clocks: CPU seconds for a one-thread CPU run)."""
+        return curve_clock(self.metrics.get("device"), self.curve)
+
+    def time_to(self, target: float, key: str | None = None) -> float | None:
+        key = key or self.clock
         for row in self.curve:
             if row.get("val/ppl") is not None and row["val/ppl"] <= target and row.get(key) is not None:
                 return row[key]
@@ -254,60 +262,6 @@ def wandb_columns(rows: list[dict]) -> tuple[list[str], list[list]]:
     return columns, data
 
 
-# -- plotting -----------------------------------------------------------------------------------
-def plot_curves(groups: dict[str, list[Run]], x_key: str, xlabel: str, path: Path) -> Path:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    from seqbench.families import colour
-
-    fig, ax = plt.subplots(figsize=(6.4, 4.2), dpi=100)
-    for i, (name, rs) in enumerate(sorted(groups.items())):
-        color = colour(name, f"C{i}")
-        for j, run in enumerate(rs):
-            points = [(row[x_key], row["val/ppl"]) for row in run.curve if row.get(x_key) is not None]
-            if points:
-                xs, ys = zip(*points)
-                ax.plot(xs, ys, color=color, marker="o", markersize=3, linewidth=1.2,
-                        label=name if j == 0 else None)
-    ax.set_xlabel(xlabel)
-    ax.set_ylabel("validation perplexity")
-    ax.set_yscale("log")
-    ax.grid(True, which="both", alpha=0.3)
-    ax.legend()
-    fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
-    return path
-
-
-def plot_params(groups: dict[str, list[Run]], path: Path) -> Path:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    from seqbench.families import colour
-
-    fig, ax = plt.subplots(figsize=(6.4, 4.2), dpi=100)
-    for i, (name, rs) in enumerate(sorted(groups.items())):
-        params = mean_std([r.metrics.get("params_non_embedding") for r in rs])[0]
-        ppl, std = mean_std([r.best_val_ppl() for r in rs])
-        if params and ppl:
-            ax.errorbar([params], [ppl], yerr=[std or 0.0], fmt="o", color=colour(name, f"C{i}"), capsize=3, label=name)
-            ax.annotate(name, (params, ppl), textcoords="offset points", xytext=(5, 5))
-    ax.set_xscale("log")
-    ax.set_xlabel("parameters without embeddings")
-    ax.set_ylabel("best validation perplexity (mean ± sd)")
-    ax.grid(True, which="both", alpha=0.3)
-    fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
-    return path
-
-
 # -- the page -----------------------------------------------------------------------------------
 def write_report(runs: list[Run], out: Path, target: float | None = None, title: str = "Comparison",
                  budgets: list[float] | None = None, time_budgets: list[float] | None = None) -> dict:
@@ -319,7 +273,7 @@ def write_report(runs: list[Run], out: Path, target: float | None = None, title:
     text = table(rows, target)
     numbers = wandb_columns(summary_rows(rows, target))
     pngs = {
-        "ppl_vs_train_time": plot_curves(groups, "curve/train_time_s", "training time (s)", out / "ppl_vs_time.png"),
+        "ppl_vs_train_time": plot_curves(groups, None, "training time (s)", out / "ppl_vs_time.png"),
         "ppl_vs_tokens": plot_curves(groups, "curve/tokens", "training tokens seen", out / "ppl_vs_tokens.png"),
         "ppl_vs_params": plot_params(groups, out / "ppl_vs_params.png"),
     }

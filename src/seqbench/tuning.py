@@ -141,7 +141,7 @@ def _row(search) -> dict:
     best, trials = search.best, search.trials
     return {"family": search.family, "params": next((t.params for t in trials if t.params is not None), None),
             "budget": search.budget, "trials": len(trials), "failed": len(trials) - len(search.candidates),
-            "wall_time_s": search.wall_time_s, "best_loss": best.loss if best else None,
+            "wall_time_s": search.wall_time_s, "cost_s": search.cost_s, "best_loss": best.loss if best else None,
             "best": {"lr_scale": best.lr_scale, "tokens_per_step": _tokens(best)} if best else None,
             "median_loss": search.median_loss}
 

@@ -14,13 +14,15 @@ about 2x low; the plan and its cuts need the runs' own numbers. Per step of the 
   search has finished is computed from the search so far (provisional: a best may still move).
 - **finished:** jobs of the step's sweep directories whose `metrics.json` says `completed` (a diverged
   run completed too: it ran its budget). A failed job is launched again by the campaign, so it stays
-  remaining and its wall time is not counted; a running job has no `metrics.json` yet. A sweep marked
+  remaining and its time is not counted; a running job has no `metrics.json` yet. A sweep marked
   `campaign.done` has nothing remaining, even where it gave up on failed jobs.
-- **measured core-hours:** the finished jobs' summed `wall_time_s` (one job = one core at one thread).
+- **measured core-hours:** the finished jobs' summed seconds (one job = one core at one thread): the
+  CPU seconds of a one-thread CPU run that recorded them, its wall seconds otherwise
+  (`seqbench.clocks.run_seconds`: the chains share their cores and are paused while a suite runs).
 - **estimated core-hours** of each remaining job: linear in its FLOPs budget, seconds per FLOP taken
   from the same family's finished runs at the tuned setting (the search's trials at the family's
   tuned tokens per step, `tuning.per_family`, and every transfer, sizes, seeds and top run) at the
-  tier nearest the job's (in log distance). The measured wall time holds a part that does not grow
+  tier nearest the job's (in log distance). The measured time holds a part that does not grow
   with the FLOPs (start-up, data loading, the validations), and the model scales it with them: a tier
   above the measured one is over-estimated by that part, a tier below under-estimated, and a run that
   validates more often than the measured ones (the final cells against the search's trials) costs
@@ -38,6 +40,8 @@ from itertools import product
 from pathlib import Path
 
 from omegaconf import OmegaConf
+
+from seqbench.clocks import run_seconds
 
 Job = tuple[str, float]  # (family, FLOPs budget): what a run's cost is estimated from
 
@@ -87,7 +91,7 @@ def finished_runs(dirs: list[Path]) -> list:
     return [r for d in dirs if any(d.glob("**/metrics.json")) for r in read_local([d]) if not r.failed]
 
 
-Rates = dict[str, dict[float, tuple[float, float]]]  # family -> tier -> (summed wall seconds, summed FLOPs)
+Rates = dict[str, dict[float, tuple[float, float]]]  # family -> tier -> (summed seconds, summed FLOPs)
 
 
 def rates(runs, tuned: dict[str, dict], search_names: set[str]) -> Rates:
@@ -96,15 +100,16 @@ def rates(runs, tuned: dict[str, dict], search_names: set[str]) -> Rates:
     out: Rates = {}
     for r in runs:
         m = r.metrics
-        if m.get("wall_time_s") is None or not m.get("budget/flops"):
+        seconds = run_seconds(m)
+        if seconds is None or not m.get("budget/flops"):
             continue
         used = None if m.get("tune/tokens_per_step") is None else round(m["tune/tokens_per_step"])
         if r.path.parent.name in search_names and (r.family not in tuned
                                                    or used != tuned[r.family].get("tokens_per_step")):
             continue
         tiers = out.setdefault(r.family, {})
-        wall, flops = tiers.get(float(m["budget/flops"]), (0.0, 0.0))
-        tiers[float(m["budget/flops"])] = (wall + float(m["wall_time_s"]), flops + float(m["budget/flops"]))
+        spent, flops = tiers.get(float(m["budget/flops"]), (0.0, 0.0))
+        tiers[float(m["budget/flops"])] = (spent + seconds, flops + float(m["budget/flops"]))
     return out
 
 
@@ -116,15 +121,15 @@ def estimate_s(job: Job, measured: Rates) -> float | None:
     if not tiers:
         return None
     nearest = min(tiers, key=lambda t: (abs(math.log(t / budget)), -t))
-    wall, flops = tiers[nearest]
-    return wall / flops * budget
+    spent, flops = tiers[nearest]
+    return spent / flops * budget
 
 
 def row(step: str, basis: str, jobs: list[Job], open_jobs: list[Job], runs, open_runs, measured) -> Row:
     """`jobs`: all the step plans; `open_jobs`: those of its sweeps not marked done, less `open_runs` (the
     finished runs in those sweeps), are what remains."""
     out = Row(step, basis, planned=len(jobs), finished=len(runs),
-              measured_s=sum(float(r.metrics.get("wall_time_s") or 0) for r in runs))
+              measured_s=sum(run_seconds(r.metrics) or 0.0 for r in runs))
     ran = Counter((r.family, float(r.metrics.get("budget/flops") or 0)) for r in open_runs)
     remaining = Counter(open_jobs) - ran
     out.remaining = sum(remaining.values())
@@ -161,7 +166,8 @@ def markdown(rows: list[Row], jobs_at_once: int, read_at: str, root: Path) -> st
         f"the remaining {_h(estimated)} core-hours take about {estimated / 3600 / jobs_at_once:,.1f} h of wall "
         f"clock at {jobs_at_once} job(s) at a time{lacking}.",
         "",
-        "Cost measured: the summed `wall_time_s` of the completed jobs (one core each); a failed job's time is "
+        "Cost measured: the completed jobs' summed seconds of one core (`cpu_time_s` for one-thread CPU runs, "
+        "`wall_time_s` for those run before it was recorded and for any other); a failed job's time is "
         "not counted (it runs again), and a job resumed after a stop counts only its last segment.",
         "",
         "Cost estimated: each remaining run's FLOPs budget x its family's seconds per FLOP, measured on its runs "

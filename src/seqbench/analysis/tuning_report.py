@@ -34,8 +34,8 @@ from seqbench.provenance import utc_now
 COLUMNS = {"job": "job", "corpus": "corpus", "family": "family", "size": "size", "params": "params_non_embedding",
            "budget": "budget_flops", "lr_scale": "lr_scale", "recipe_lr": "recipe_lr", "lr": "lr",
            "tokens_grid": "tokens_per_step_grid", "tokens_per_step": "tokens_per_step", "steps": "steps",
-           "selected_on": "selected_on", "loss": "val_loss_best", "status": "status", "wall_time_s": "wall_time_s", "schedule": "schedule",
-           "hardware": "hardware", "git_commit": "git_commit"}
+           "selected_on": "selected_on", "loss": "val_loss_best", "status": "status", "wall_time_s": "wall_time_s",
+           "cost_s": "cost_s", "schedule": "schedule", "hardware": "hardware", "git_commit": "git_commit"}
 
 
 def write_csv(trials: list[Trial], path: Path) -> Path:
@@ -61,11 +61,11 @@ def _table(head: list[str], rows: list[list]) -> list[str]:
 
 def cost_table(found: list[Search]) -> list[str]:
     head = ["family", "size", "non-emb params", "budget", "grid points", "completed", "failed", "diverged",
-            "not finished (running)", "not started", "wall time (s)"]
+            "not finished (running)", "not started", "cost (core-s)", "wall time (s)"]
     return _table(head, [[s.family, s.size or "–", f"{s.trials[0].params:,}" if s.trials and s.trials[0].params else "–",
                           _budget(s.budget), len(s.points),
                           s.count("completed"), s.count("failed"), s.count("diverged"), s.count("running"),
-                          s.not_started, f"{s.wall_time_s:,.0f}"] for s in found])
+                          s.not_started, f"{s.cost_s:,.0f}", f"{s.wall_time_s:,.0f}"] for s in found])
 
 
 def loss_name(found: list[Search]) -> str:
@@ -115,9 +115,10 @@ def notes(found: list[Search], read_at: str, sources: list[str], with_untuned: b
             if extensions else " The protocol's rule: the grid is extended beyond that edge for every family.")
     lines.append("Search grid edges: " + ("; ".join(f"{f}: {', '.join(e)}" for f, e in edges.items()) + "." + rule
                                           if edges else "no family's best lies on an edge of its grid."))
-    cost = sum(s.wall_time_s for s in found)
-    lines.append(f"Search cost: {cost:,.0f} s ({cost / 3600:.2f} h) of summed wall time over the finished trials; "
-                 "a job resumed after a stop counts only its last segment.")
+    cost, wall = sum(s.cost_s for s in found), sum(s.wall_time_s for s in found)
+    lines.append(f"Search cost: {cost:,.0f} core-seconds ({cost / 3600:.2f} h) over the finished trials: CPU seconds "
+                 "for one-thread CPU trials that recorded them, wall seconds for the others (seqbench.clocks); "
+                 f"{wall:,.0f} s of summed wall time. A job resumed after a stop counts only its last segment.")
     machines = sorted({t.hardware for s in found for t in s.trials if t.hardware})
     commits = sorted({t.git_commit for s in found for t in s.trials if t.git_commit})
     if machines:

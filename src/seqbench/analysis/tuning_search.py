@@ -61,8 +61,13 @@ class Search:
 
     @property
     def wall_time_s(self) -> float:
-        """The search's cost: the finished trials' summed wall time."""
+        """The finished trials' summed wall time (a shared or paused machine's is longer than cost_s)."""
         return sum(t.wall_time_s or 0.0 for t in self.trials if t.finished)
+
+    @property
+    def cost_s(self) -> float:
+        """The search's cost: the finished trials' summed seconds of one core (seqbench.clocks.run_seconds)."""
+        return sum(t.cost_s or 0.0 for t in self.trials if t.finished)
 
     @property
     def candidates(self) -> list[Trial]:

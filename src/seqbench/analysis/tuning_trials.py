@@ -35,6 +35,7 @@ from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
+from seqbench.clocks import run_seconds
 from seqbench.families import family_of
 from seqbench.preset_choice import preset_of
 
@@ -61,6 +62,7 @@ class Trial:
     loss: float | None = None      # the best validation loss (val/loss_best), on `selected_on`
     selected_on: str = VALIDATION
     wall_time_s: float | None = None
+    cost_s: float | None = None    # seconds of one core (seqbench.clocks.run_seconds: CPU seconds on one CPU thread)
     schedule: str | None = None    # the one schedule that replaced the recipe's (tune/schedule), if any
     hardware: str | None = None    # the machine and the code the trial ran on (metrics.json)
     git_commit: str | None = None
@@ -143,7 +145,7 @@ def from_metrics(job: str, family: str, corpus: str, metrics: dict | None, **fro
         "recipe_lr": _float(m.get("tune/recipe_lr")), "lr": _float(m.get("tune/lr")),
         "steps": _int(m.get("budget/max_steps")),
         "loss": _float(loss) if loss is not None and math.isfinite(float(loss)) else None,
-        "wall_time_s": _float(m.get("wall_time_s")), "schedule": m.get("tune/schedule"),
+        "wall_time_s": _float(m.get("wall_time_s")), "cost_s": run_seconds(m), "schedule": m.get("tune/schedule"),
         "hardware": m.get("hardware"), "git_commit": m.get("git_commit"), **from_config})
 
 

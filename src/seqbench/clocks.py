@@ -1,0 +1,52 @@
+"""Which clock times a run: a CPU run at one thread in one process by its CPU seconds, any other by
+the wall clock.
+
+The long CPU chains share two cores with each other and with the test suite, and are paused (SIGSTOP)
+while a suite runs; their wall clock holds all of that. Measured on 2026-11-28/29 (2-core AMD EPYC):
+a PTB final cell took 2,556 s of wall clock and 583 s of CPU, a search trial run beside the suite
+117 s and 79 s. A one-thread process's CPU seconds are what an unloaded core would have taken. On a
+GPU they are not the training time (the kernels run asynchronously), with several threads they add
+up, and with several processes they are rank 0's alone: there the wall clock stays.
+
+A curve counts as CPU-timed only where every validation carries the CPU clock: a run resumed from a
+checkpoint written before the clock existed restarted it at 0, and its earlier rows lack it.
+"""
+
+from __future__ import annotations
+
+import re
+
+CPU_CLOCK = "curve/train_cpu_s"    # the process's CPU seconds in training steps (LearningCurve)
+WALL_CLOCK = "curve/train_time_s"  # the wall-clock seconds in training steps
+
+_ONE_CORE = re.compile(r"^cpu \(.*\b1 threads?\) x1$")  # run._device_name: "cpu (x86_64, 1 threads) x1"
+
+
+def one_core(device: str | None) -> bool:
+    """Whether the run trained on a CPU at one thread in one process (metrics.json's `device`)."""
+    return bool(device and _ONE_CORE.match(device))
+
+
+def curve_clock(device: str | None, curve: list[dict]) -> str:
+    """The curve key that times this run's validations: CPU_CLOCK where it applies and every row has it."""
+    if one_core(device) and curve and all(row.get(CPU_CLOCK) is not None for row in curve):
+        return CPU_CLOCK
+    return WALL_CLOCK
+
+
+def run_seconds(metrics: dict) -> float | None:
+    """A finished run's cost in seconds of one core: `cpu_time_s` for a one-core CPU run that recorded
+    it, else `wall_time_s` (both count only the last segment of a run resumed after a stop)."""
+    cpu, wall = metrics.get("cpu_time_s"), metrics.get("wall_time_s")
+    if one_core(metrics.get("device")) and cpu is not None:
+        return float(cpu)
+    return None if wall is None else float(wall)
+
+
+def clock_name(keys: set[str]) -> str:
+    """How a table names the clocks its times came from."""
+    if keys == {CPU_CLOCK}:
+        return "CPU seconds of training steps (one-thread CPU runs)"
+    if keys == {WALL_CLOCK}:
+        return "wall-clock seconds of training steps"
+    return "CPU seconds for one-thread CPU runs that recorded them, wall-clock seconds for the others"

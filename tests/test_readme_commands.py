@@ -261,16 +261,32 @@ def test_matrix_runs_as_written(capsys):
 
 
 @pytest.mark.slow
-def test_model_size_walks_every_preset_by_default(capsys):
-    """The default walk, every preset group: the pretraining and probe presets once crashed it (their
-    data or checkpoints come from an experiment); they are shown built or said why not."""
+def test_model_size_builds_the_presets_whose_data_an_experiment_sets(capsys):
+    """The pretraining and probe presets once crashed the walk (their data or checkpoints come from an
+    experiment); they are shown built or said why not. Those two groups only: the whole walk composes
+    and builds every preset (67 s of the suite), and what it adds is the next test's."""
     from seqbench.analysis import model_size
 
-    text = model_size.main([])
+    text = model_size.main(["--families", "pretraining", "probe", "--models", "lstm"])
     built = [line for line in text.splitlines() if line.startswith("| preset=")]
-    assert len(built) >= 30, text
+    assert len(built) >= 5, text
     assert "preset=pretraining/bert_pretrained: not built (needs a value only an experiment sets" in text
     assert "| preset=probe/lstm |" in text
+    assert "| model=lstm |" in text and "model=gru" not in text  # --models: those conf/model presets only
+
+
+def test_model_size_walks_every_preset_group_by_default(monkeypatch):
+    """Without --families the walk takes every folder of conf/preset, without --models every conf/model
+    preset: a group added later is in the table."""
+    from seqbench.analysis import model_size
+
+    walked = {}
+    monkeypatch.setattr(model_size, "preset_rows", lambda conf, vocab, groups, models: walked.update(groups=groups,
+                                                                                                    models=models) or [])
+    model_size.main([])
+    assert walked["groups"] == sorted(p.name for p in (ROOT / "conf" / "preset").iterdir() if p.is_dir())
+    assert walked["models"] is None  # every conf/model preset
+    assert {"ptb", "shakespeare", "pretraining", "probe"} <= set(walked["groups"])
 
 
 def test_gradient_flow_runs_with_its_smallest_arguments(tmp_path):

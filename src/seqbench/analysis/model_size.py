@@ -3,6 +3,7 @@
     python -m seqbench.analysis.model_size                    # every conf/model preset on a 10k vocabulary
     python -m seqbench.analysis.model_size --vocab 65         # ... on a character vocabulary
     python -m seqbench.analysis.model_size --families ptb     # the conf/preset/ptb presets on their own data
+    python -m seqbench.analysis.model_size --models --families probe   # no conf/model preset, the probes only
 
 The model-size claim ("attention needs more parameters" / "an RNN's size does not grow with the
 context") is a table, not a sentence. Each parameter is counted once (tied matrices under the
@@ -91,15 +92,19 @@ def _compose(overrides: list[str]):
     return compose(overrides)
 
 
-def preset_rows(conf: Path, vocab: int, family_groups: list[str]) -> list[dict]:
-    """One row per preset: conf/model/*.yaml on an LM spec, then conf/preset/<group>/*.yaml."""
+def preset_rows(conf: Path, vocab: int, family_groups: list[str], models: list[str] | None = None) -> list[dict]:
+    """One row per preset: conf/model/*.yaml on an LM spec (those named in `models`; None: all), then
+    conf/preset/<group>/*.yaml."""
     from seqbench.run import instantiate
 
     rows = []
     lm_spec = TaskSpec(task="lm", vocab_size=vocab)
-    for path in sorted((conf / "model").glob("*.yaml")):
-        cfg = _compose([f"model={path.stem}", "logger=csv"])
-        rows.append(_row(f"model={path.stem}", lambda cfg=cfg: instantiate(cfg.model, "model", spec=lm_spec),
+    names = models if models is not None else [p.stem for p in sorted((conf / "model").glob("*.yaml"))]
+    for name in names:
+        if not (conf / "model" / f"{name}.yaml").is_file():
+            raise UserError(f"--models {name}: there is no conf/model/{name}.yaml.")
+        cfg = _compose([f"model={name}", "logger=csv"])
+        rows.append(_row(f"model={name}", lambda cfg=cfg: instantiate(cfg.model, "model", spec=lm_spec),
                          f"lm, vocab {vocab:,}"))
     specs: dict[str, TaskSpec] = {}
     for group in family_groups:
@@ -153,13 +158,15 @@ def main(argv: list[str] | None = None) -> str:
     parser.add_argument("--vocab", type=int, default=10_000, help="vocabulary of the LM spec for conf/model presets")
     parser.add_argument("--families", nargs="*", default=None,
                         help="conf/preset groups to include (default: all; give none to leave them out)")
+    parser.add_argument("--models", nargs="*", default=None,
+                        help="conf/model presets to include (default: all; give none to leave them out)")
     parser.add_argument("--out", type=Path, default=None,
                         help="write the table to this file with its ledger record (record.json beside it)")
     args = parser.parse_args(argv)
     started = time.time()
     conf = PROJECT_ROOT / "conf"
     groups = args.families if args.families is not None else sorted(p.name for p in (conf / "preset").iterdir() if p.is_dir())
-    text = markdown(preset_rows(conf, args.vocab, groups))
+    text = markdown(preset_rows(conf, args.vocab, groups, args.models))
     if args.out is None:
         print(text)
         return text

@@ -282,3 +282,18 @@ def test_an_edge_after_the_extension_is_reported_not_chased(tmp_path):
     assert "fewest tokens" in base and "the grid is extended beyond that edge" in base
     assert "extended once already (tune_frontier_ptb_edge_tokens): these edges are reported, not chased" in extended
     assert "extended beyond" not in extended
+
+
+def test_one_corpus_s_extension_is_not_named_in_the_other_corpus_s_notes(tmp_path):
+    # bug caught: a two-corpus record named every source's extension under each corpus, so Shakespeare's
+    # edges read "extended once already (tune_frontier_ptb_edge_tokens)" and were never chased
+    shakespeare, ptb, edge = (tmp_path / n for n in ("tune_frontier", "tune_frontier_ptb", "tune_frontier_ptb_edge_tokens"))
+    grid(shakespeare, LSTM, [0.5, 1, 2], [256, 512, 1024], {(1, 256): 1.5}, corpus="shakespeare")
+    grid(ptb, LSTM, [0.5, 1, 2], [256, 512, 1024], {(1, 256): 5.0})
+    grid(edge, LSTM, [0.5, 1, 2], [128], {(1, 128): 4.9})
+    found = searches(read_trials([shakespeare, ptb, edge]))
+    text = summary_md(found, "now", [shakespeare.name, ptb.name, edge.name], False)
+    mine, theirs = text.split("## ptb")[0], text.split("## ptb")[1]
+    assert "## shakespeare" in mine and "the grid is extended beyond that edge" in mine
+    assert "tune_frontier_ptb" not in mine  # neither its sweeps nor its extension are Shakespeare's
+    assert "extended once already (tune_frontier_ptb_edge_tokens)" in theirs

@@ -138,7 +138,9 @@ def summary_md(found: list[Search], read_at: str, sources: list[str], with_untun
     out = ["# The equal-budget search", ""]
     for corpus in dict.fromkeys(s.corpus for s in found):
         mine = [s for s in found if s.corpus == corpus]
-        out += [f"## {corpus}", "", *notes(mine, read_at, sources, with_untuned), "",
+        ran = {t.job.split("/", 1)[0] for s in mine for t in s.trials}  # the sweeps that hold this corpus's trials
+        own = [name for name in sources if name in ran] or sources  # another corpus's extension is not this one's
+        out += [f"## {corpus}", "", *notes(mine, read_at, own, with_untuned), "",
                 f"### {corpus}: trials and cost", "", *cost_table(mine), "",
                 f"### {corpus}: best setting", "", *best_table(mine, with_untuned), "",
                 f"![the search's grid](grid-{corpus}.png)", ""]

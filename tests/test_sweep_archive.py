@@ -10,6 +10,7 @@ import os
 import shutil
 
 import pytest
+from omegaconf import OmegaConf
 
 from conftest import ROOT, compose_raw, run_cli
 from seqbench.analysis.tuning_trials import from_metrics
@@ -162,7 +163,9 @@ def _metrics(job):
 @pytest.mark.slow
 @pytest.mark.corpus("ptb")
 def test_a_sweep_whose_outputs_are_gone_is_restored_from_the_archive_and_only_new_jobs_train(tmp_path):
-    sweep, archive = tmp_path / "sweep", tmp_path / "archive"
+    (tmp_path / "real").mkdir()
+    (tmp_path / "link").symlink_to(tmp_path / "real")  # outputs/sweeps is a link on the chains' machine
+    sweep, archive = tmp_path / "link" / "sweep", tmp_path / "archive"
     args = ["-m", "hydra/launcher=resumable", f"hydra.sweep.dir={sweep}", f"hydra.launcher.archive={archive}",
             "model=lstm", "data=ptb", "logger=csv", "trainer=cpu", "trainer.max_steps=2", "trainer.max_epochs=-1",
             "trainer.val_check_interval=2",
@@ -173,6 +176,7 @@ def test_a_sweep_whose_outputs_are_gone_is_restored_from_the_archive_and_only_ne
     assert _metrics(sweep / "0").get("status") == "completed", first.stderr[-3000:]
     ran = {"0": _metrics(sweep / "0")}
     saved = {name: (sweep / "0" / ".hydra" / name).read_text() for name in ("config.yaml", "overrides.yaml")}
+    output_dir = OmegaConf.load(sweep / "0" / ".hydra" / "hydra.yaml").hydra.runtime.output_dir
     assert {e["job"]: e["metrics"] for e in Archive(archive, "sweep").entries().values()} == ran
 
     from seqbench.report import read_curve, read_local
@@ -196,6 +200,8 @@ def test_a_sweep_whose_outputs_are_gone_is_restored_from_the_archive_and_only_ne
         assert read_curve(sweep / job / "csv" / "metrics.csv") == curve
         assert not (sweep / job / "checkpoints").exists()
         assert {name: (sweep / job / ".hydra" / name).read_text() for name in saved} == saved  # recipe applied
+        # Hydra's abspath: the link kept, as the run wrote it (a resolved path named another folder)
+        assert OmegaConf.load(sweep / job / ".hydra" / "hydra.yaml").hydra.runtime.output_dir == output_dir
     assert _metrics(sweep / "1").get("status") == "completed", log[-3000:]
     assert (sweep / "1" / "train.log").is_file()
     assert len(Archive(archive, "sweep").entries()) == 2

@@ -199,7 +199,7 @@ def restore(job_dir: Path, config: DictConfig, entry: dict, archive: Path,
         del task["hydra"]
     OmegaConf.save(task, hydra_dir / "config.yaml")
     hydra = OmegaConf.create({"hydra": OmegaConf.to_container(config.hydra, resolve=False)})
-    hydra.hydra.runtime.output_dir = str(job_dir.resolve())  # as run_job sets it
+    hydra.hydra.runtime.output_dir = os.path.abspath(job_dir)  # as run_job sets it (abspath: a symlink kept)
     OmegaConf.save(hydra, hydra_dir / "hydra.yaml")
     OmegaConf.save(config.hydra.overrides.task, hydra_dir / "overrides.yaml")
     if compose is not None:

@@ -63,17 +63,19 @@ def _perplexity_by_hand(ckpt, tmp_path) -> float:
                                         ("conll2003", ["test/acc", "test/f1", "test/loss"])])
 def test_two_process_accuracy_and_f1_count_every_example_once(tmp_path, data, keys):
     """Test splits of odd size (SST-2 1,821 sentences, CoNLL-2003 testb 3,453): a padding sampler
-    would score one sentence twice on two processes."""
-    out = run_cli(TINY + TINY_RNN + [f"data={data}", "test=false", f"hydra.run.dir={tmp_path / 'train'}"], tmp_path)
+    would score one sentence twice on two processes. One process's numbers are the training run's own
+    test of the whole split (one epoch: its best checkpoint holds last.ckpt's weights), two processes'
+    are `src/eval.py trainer=ddp_cpu` on last.ckpt."""
+    out = run_cli(TINY + TINY_RNN + [f"data={data}", "test=true", "trainer.limit_test_batches=1.0",
+                                     f"hydra.run.dir={tmp_path / 'train'}"], tmp_path)
     assert out.returncode == 0, out.stderr[-3000:]
     ckpt = tmp_path / "train" / "checkpoints" / "last.ckpt"
-    results = {}
-    for name, extra in [("one", []), ("two", ["trainer=ddp_cpu"])]:
-        out = run_cli([f"ckpt_path={ckpt}", "split=test", *extra, f"hydra.run.dir={tmp_path / name}"],
-                      tmp_path, script="eval.py")
-        assert out.returncode == 0, out.stderr[-3000:]
-        results[name] = json.loads((tmp_path / name / "eval_metrics.json").read_text())
-    assert results["two"]["world_size"] == 2
+    out = run_cli([f"ckpt_path={ckpt}", "split=test", "trainer=ddp_cpu", f"hydra.run.dir={tmp_path / 'two'}"],
+                  tmp_path, script="eval.py")
+    assert out.returncode == 0, out.stderr[-3000:]
+    results = {"one": json.loads((tmp_path / "train" / "metrics.json").read_text()),
+               "two": json.loads((tmp_path / "two" / "eval_metrics.json").read_text())}
+    assert results["one"]["world_size"] == 1 and results["two"]["world_size"] == 2
     for key in keys:
         assert results["two"][key] == pytest.approx(results["one"][key], rel=1e-6, abs=1e-9), key
     assert 0 < results["one"]["test/acc"] < 1  # neither all right nor all wrong: a repeat would move it

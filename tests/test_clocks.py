@@ -50,18 +50,29 @@ def _run(name: str, cpu: list[float | None], device: str = ONE_CORE, family: str
     return Run(name, family, m, _rows(cpu))
 
 
-def test_the_frontier_times_a_configuration_by_one_clock_for_all_its_seeds():
+def test_the_frontier_times_every_configuration_by_one_clock():
     paused = frontier.configs([_run("a", [10.0, 20.0]), _run("b", [12.0, 22.0])])[0]
     assert paused.clock == CPU_CLOCK and [p["time"] for p in paused.points] == [11.0, 21.0]
     mixed = frontier.configs([_run("a", [10.0, 20.0]), _run("b", [None, 5.0])])[0]  # one seed resumed
     assert mixed.clock == WALL_CLOCK and [p["time"] for p in mixed.points] == [40.0, 80.0]
     text, _, _ = frontier.table([paused], x="time")
     assert "CPU seconds of training steps" in text
+    # another family on the wall clock: the CPU-timed family is read on the wall clock too, not at its
+    # kinder CPU seconds (it would win the time budgets by its clock alone)
+    cfgs = frontier.configs([_run("a", [10.0, 20.0]), _run("g", [1.0, 2.0], family="gru", device="NVIDIA H200 x1")])
+    assert {c.clock for c in cfgs} == {WALL_CLOCK} and [p["time"] for p in cfgs[1].points] == [40.0, 80.0]
 
 
-def test_the_report_s_time_to_target_reads_the_run_s_clock():
-    assert _run("a", [10.0, 20.0]).time_to(19.5) == 20.0
-    assert _run("a", [10.0, 20.0], device="NVIDIA H200 x1").time_to(19.5) == 80.0
+def test_the_report_reads_one_clock_for_every_row(tmp_path):
+    from seqbench.report import write_report
+
+    cpu = [_run("a", [10.0, 20.0]), _run("b", [12.0, 22.0], family="gru")]
+    assert _run("a", [10.0, 20.0]).time_to(19.5, CPU_CLOCK) == 20.0
+    assert "train time to ppl 19.5 (CPU s)" in write_report(cpu, tmp_path / "cpu", target=19.5)["table"]
+    mixed = [_run("a", [10.0, 20.0]), _run("b", [1.0, 2.0], family="gru", device="NVIDIA H200 x1")]
+    result = write_report(mixed, tmp_path / "mixed", target=19.5)
+    assert "train time to ppl 19.5 (s)" in result["table"]
+    assert [row[result["columns"].index("time_to_target_s")] for row in result["rows"]] == [80.0, 80.0]
 
 
 def test_the_cost_table_counts_cpu_seconds_of_one_core_runs(tmp_path):

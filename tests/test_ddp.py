@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+from pathlib import Path
 
 import pytest
 import torch
@@ -64,12 +65,13 @@ def _perplexity_by_hand(ckpt, tmp_path) -> float:
 def test_two_process_accuracy_and_f1_count_every_example_once(tmp_path, data, keys):
     """Test splits of odd size (SST-2 1,821 sentences, CoNLL-2003 testb 3,453): a padding sampler
     would score one sentence twice on two processes. One process's numbers are the training run's own
-    test of the whole split (one epoch: its best checkpoint holds last.ckpt's weights), two processes'
-    are `src/eval.py trainer=ddp_cpu` on last.ckpt."""
+    test of the whole split, two processes' are `src/eval.py trainer=ddp_cpu` on the checkpoint that
+    test read (`tested_checkpoint`): the same weights by construction."""
     out = run_cli(TINY + TINY_RNN + [f"data={data}", "test=true", "trainer.limit_test_batches=1.0",
                                      f"hydra.run.dir={tmp_path / 'train'}"], tmp_path)
     assert out.returncode == 0, out.stderr[-3000:]
-    ckpt = tmp_path / "train" / "checkpoints" / "last.ckpt"
+    ckpt = json.loads((tmp_path / "train" / "metrics.json").read_text())["tested_checkpoint"]
+    assert ckpt and Path(ckpt).is_file()
     out = run_cli([f"ckpt_path={ckpt}", "split=test", "trainer=ddp_cpu", f"hydra.run.dir={tmp_path / 'two'}"],
                   tmp_path, script="eval.py")
     assert out.returncode == 0, out.stderr[-3000:]

@@ -85,6 +85,17 @@ def test_a_trials_row_rebuilds_the_metrics_the_record_read(source):
         assert trial.untuned == source.endswith("baseline.csv")
 
 
+def test_a_trials_row_keeps_its_cpu_cost_through_the_round_trip():
+    # bug caught: a row rebuilt into metrics kept only wall_time_s, so a trial's cost read 4x its CPU
+    # seconds once restored from trials.csv (seqbench.clocks: a paused or shared one-thread CPU run)
+    row = {"job": "s/0", "family": "lstm", "corpus": "ptb", "status": "completed", "val_loss_best": "5.0",
+           "lr_scale": "1", "steps": "10", "tokens_per_step": "700", "tokens_per_step_grid": "", "size": "m",
+           "wall_time_s": "200.0", "cost_s": "50.0", "device": "cpu (x86_64, 1 threads) x1"}
+    assert from_metrics("s/0", "lstm", "ptb", metrics_of_row(row)).cost_s == 50.0
+    gpu = {**row, "device": "NVIDIA H200 x1", "cost_s": "200.0"}
+    assert from_metrics("s/0", "lstm", "ptb", metrics_of_row(gpu)).cost_s == 200.0
+
+
 def test_the_rebuilt_rows_are_found_by_the_keys_the_launcher_computes(tmp_path):
     """A rebuilt row under another key than the relaunched job's would be run again: hours, silently."""
     untuned = Chain("tune_frontier_ptb", tmp_path).untuned()[0][1]

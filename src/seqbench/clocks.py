@@ -9,7 +9,9 @@ GPU they are not the training time (the kernels run asynchronously), with severa
 up, and with several processes they are rank 0's alone: there the wall clock stays.
 
 A curve counts as CPU-timed only where every validation carries the CPU clock: a run resumed from a
-checkpoint written before the clock existed restarted it at 0, and its earlier rows lack it.
+checkpoint written before the clock existed restarted it at 0, and its earlier rows lack it. A table
+reads one clock for all its runs (`common_clock`): CPU seconds beside another run's wall seconds would
+favour whichever run had the kinder clock.
 """
 
 from __future__ import annotations
@@ -34,6 +36,12 @@ def curve_clock(device: str | None, curve: list[dict]) -> str:
     return WALL_CLOCK
 
 
+def common_clock(runs: list[tuple[str | None, list[dict]]]) -> str:
+    """One clock for runs compared in one table, given (device, curve) each: CPU_CLOCK only where it
+    times every one of them, else WALL_CLOCK for all."""
+    return CPU_CLOCK if runs and all(curve_clock(d, c) == CPU_CLOCK for d, c in runs) else WALL_CLOCK
+
+
 def run_seconds(metrics: dict) -> float | None:
     """A finished run's cost in seconds of one core: `cpu_time_s` for a one-core CPU run that recorded
     it, else `wall_time_s` (both count only the last segment of a run resumed after a stop)."""
@@ -43,10 +51,7 @@ def run_seconds(metrics: dict) -> float | None:
     return None if wall is None else float(wall)
 
 
-def clock_name(keys: set[str]) -> str:
-    """How a table names the clocks its times came from."""
-    if keys == {CPU_CLOCK}:
-        return "CPU seconds of training steps (one-thread CPU runs)"
-    if keys == {WALL_CLOCK}:
-        return "wall-clock seconds of training steps"
-    return "CPU seconds for one-thread CPU runs that recorded them, wall-clock seconds for the others"
+def clock_name(key: str) -> str:
+    """How a table names the clock its times came from."""
+    return ("CPU seconds of training steps (every run trained on one CPU thread and recorded them)"
+            if key == CPU_CLOCK else "wall-clock seconds of training steps")

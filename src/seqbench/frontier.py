@@ -15,9 +15,9 @@ this module when the runs log `train/flops` (`seqbench.callbacks.LearningCurve`)
   intervals (`seqbench.budget`); the winner is the family with the lowest loss; where the winner
   changes between two budgets, the **crossover** is the first validation FLOPs at which the new
   winner's frontier is below the old one's. A second table does the same over training time (the
-  training seconds of each validation, seeds averaged), at decades of seconds (`--time-budgets`): the
-  CPU seconds of a configuration whose runs all trained on one CPU thread and recorded them, its
-  wall-clock seconds otherwise (`seqbench.clocks` says why).
+  training seconds of each validation, seeds averaged), at decades of seconds (`--time-budgets`): CPU
+  seconds where every run trained on one CPU thread and recorded them, wall-clock seconds for every
+  run otherwise (`seqbench.clocks` says why; one clock for the whole table).
 
 The envelope shows the curves' shape; the **verdict** (who wins at a budget) is `seqbench.verdict`'s:
 seed means of the cells trained to that budget, chosen on validation, scored on held-out data, a
@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from seqbench import verdict
-from seqbench.clocks import WALL_CLOCK, clock_name, curve_clock
+from seqbench.clocks import WALL_CLOCK, clock_name, common_clock
 
 TOLERANCE = 0.05  # a run spends its budget to within evals/2 steps: count points up to 5 % above it
 
@@ -50,7 +50,7 @@ class Config:
     params: int | None
     budget: float | None
     points: list[dict] = field(default_factory=list)  # {"flops", "time", "loss", "sd", "n"} per validation
-    clock: str = WALL_CLOCK  # the curve key "time" was read from (seqbench.clocks)
+    clock: str = WALL_CLOCK  # the curve key "time" was read from: the same for every configuration of a table
 
     @property
     def label(self) -> str:
@@ -71,12 +71,11 @@ def configs(runs) -> list[Config]:
             continue
         key = (run.family, run.metrics.get("params_non_embedding"), run.metrics.get("budget/flops"))
         grouped.setdefault(key, []).append(run)
+    clock = common_clock([(r.metrics.get("device"), r.curve) for rs in grouped.values() for r in rs])
     out = []
     for (family, params, budget), rs in sorted(grouped.items(), key=lambda kv: tuple(str(k) for k in kv[0])):
         curves = [[row for row in r.curve if row.get("train/flops") is not None and loss_of(row) is not None]
                   for r in rs]
-        clocks = {curve_clock(r.metrics.get("device"), c) for r, c in zip(rs, curves)}
-        clock = clocks.pop() if len(clocks) == 1 else WALL_CLOCK  # one clock for every seed of a mean
         points = []
         for i in range(min(len(c) for c in curves)):  # a seed cut short ends the mean there
             losses = [loss_of(c[i]) for c in curves]
@@ -195,7 +194,7 @@ def table(cfgs: list[Config], budgets: list[float] | None = None, x: str = "flop
     lines.append("")
     lines.append("Validation loss in nats per token (mean ± sd over seeds, n seeds) of the family's best "
                  "configuration within the budget (+5 %), its non-embedding parameters in brackets."
-                 + (f" Training time: {clock_name({c.clock for c in cfgs})}." if x == "time" else ""))
+                 + (f" Training time: {clock_name(cfgs[0].clock if cfgs else WALL_CLOCK)}." if x == "time" else ""))
     return "\n".join(lines), rows, cross
 
 

@@ -38,7 +38,7 @@ from pathlib import Path
 
 import yaml
 
-from seqbench.clocks import curve_clock
+from seqbench.clocks import CPU_CLOCK, WALL_CLOCK, clock_name, common_clock
 from seqbench.frontier import config_label
 from seqbench.frontier import section as frontier_section
 from seqbench.hydra_callbacks import last_outcomes
@@ -67,13 +67,7 @@ class Run:
         values = [row["val/ppl"] for row in self.curve if row.get("val/ppl") is not None]
         return min(values) if values else self.metrics.get("val/ppl")
 
-    @property
-    def clock(self) -> str:
-        """The curve key that times this run (seqbench.clocks: CPU seconds for a one-thread CPU run)."""
-        return curve_clock(self.metrics.get("device"), self.curve)
-
-    def time_to(self, target: float, key: str | None = None) -> float | None:
-        key = key or self.clock
+    def time_to(self, target: float, key: str = WALL_CLOCK) -> float | None:
         for row in self.curve:
             if row.get("val/ppl") is not None and row["val/ppl"] <= target and row.get(key) is not None:
                 return row[key]
@@ -218,7 +212,7 @@ def scored_context(metrics: dict) -> str:
     return "–"
 
 
-def summary_rows(groups: dict[str, list[Run]], target: float | None) -> list[dict]:
+def summary_rows(groups: dict[str, list[Run]], target: float | None, clock: str = WALL_CLOCK) -> list[dict]:
     """The numbers behind the table, one row per family (or configuration), best mean validation
     perplexity first: means and sample standard deviations over seeds, None where nothing was measured."""
     out = []
@@ -226,7 +220,7 @@ def summary_rows(groups: dict[str, list[Run]], target: float | None) -> list[dic
         def stat(key: str) -> tuple[float | None, float | None]:
             return mean_std([r.metrics.get(key) for r in rs])
 
-        hit = [t for t in ([r.time_to(target) for r in rs] if target else []) if t is not None]
+        hit = [t for t in ([r.time_to(target, clock) for r in rs] if target else []) if t is not None]
         out.append({"family": name, "runs": len(rs), "params": stat("params")[0],
                     "params_non_embedding": stat("params_non_embedding")[0], "context": scored_context(rs[0].metrics),
                     "valid_ppl": mean_std([r.best_val_ppl() for r in rs]), "test_ppl": stat("test/ppl"),
@@ -235,12 +229,13 @@ def summary_rows(groups: dict[str, list[Run]], target: float | None) -> list[dic
     return out
 
 
-def table(groups: dict[str, list[Run]], target: float | None) -> str:
+def table(groups: dict[str, list[Run]], target: float | None, clock: str = WALL_CLOCK) -> str:
     head = ["family", "runs", "params", "non-emb params", "context of a scored token", "valid ppl", "test ppl", "tokens/s",
-            f"train time to ppl {target:.1f} (s)" if target else "train time to target (s)", "wall time (s)",
+            (f"train time to ppl {target:.1f}" if target else "train time to target") + (" (CPU s)" if clock == CPU_CLOCK else " (s)"),
+            "wall time (s)",
             "peak mem (MB)"]
     lines = ["| " + " | ".join(head) + " |", "|" + "|".join("---" for _ in head) + "|"]
-    for row in summary_rows(groups, target):
+    for row in summary_rows(groups, target, clock):
         to_target = _fmt(*row["time_to_target_s"], digits=0) if row["reached"] else "not reached"
         if row["reached"] and row["reached"] < row["runs"]:
             to_target += f" ({row['reached']}/{row['runs']} runs)"
@@ -270,10 +265,11 @@ def write_report(runs: list[Run], out: Path, target: float | None = None, title:
     groups = families(runs)  # the plots: one colour per family
     rows = configurations(runs)  # the table: one row per family, or per size and budget of it
     target = target if target is not None else default_target(rows)
-    text = table(rows, target)
-    numbers = wandb_columns(summary_rows(rows, target))
+    clock = common_clock([(r.metrics.get("device"), r.curve) for r in runs if not r.failed])  # one for every row
+    text = table(rows, target, clock)
+    numbers = wandb_columns(summary_rows(rows, target, clock))
     pngs = {
-        "ppl_vs_train_time": plot_curves(groups, None, "training time (s)", out / "ppl_vs_time.png"),
+        "ppl_vs_train_time": plot_curves(groups, clock, f"training time (s): {clock_name(clock)}", out / "ppl_vs_time.png"),
         "ppl_vs_tokens": plot_curves(groups, "curve/tokens", "training tokens seen", out / "ppl_vs_tokens.png"),
         "ppl_vs_params": plot_params(groups, out / "ppl_vs_params.png"),
     }
@@ -295,7 +291,7 @@ def write_report(runs: list[Run], out: Path, target: float | None = None, title:
             m = r.metrics
             writer.writerow([r.name, r.family, m.get("status"), m.get("params"), m.get("params_non_embedding"),
                              r.best_val_ppl(), m.get("test/ppl"), m.get("tokens_per_s"),
-                             r.time_to(target) if target else None, m.get("wall_time_s"), m.get("peak_mem_mb")])
+                             r.time_to(target, clock) if target else None, m.get("wall_time_s"), m.get("peak_mem_mb")])
     return {"table": text, "columns": numbers[0], "rows": numbers[1], "target": target, "report": out / "report.md", "pngs": pngs, "frontier": frontier}
 
 

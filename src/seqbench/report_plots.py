@@ -10,8 +10,8 @@ if TYPE_CHECKING:
     from seqbench.report import Run
 
 
-def plot_curves(groups: dict[str, list[Run]], x_key: str | None, xlabel: str, path: Path) -> Path:
-    """Validation perplexity against `x_key`, one line per run; None: each run's own clock (Run.clock)."""
+def plot_curves(groups: dict[str, list[Run]], x_key: str, xlabel: str, path: Path) -> Path:
+    """Validation perplexity against `x_key`, one line per run, one colour per family."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -23,8 +23,7 @@ def plot_curves(groups: dict[str, list[Run]], x_key: str | None, xlabel: str, pa
     for i, (name, rs) in enumerate(sorted(groups.items())):
         color = colour(name, f"C{i}")
         for j, run in enumerate(rs):
-            key = x_key or run.clock
-            points = [(row[key], row["val/ppl"]) for row in run.curve if row.get(key) is not None]
+            points = [(row[x_key], row["val/ppl"]) for row in run.curve if row.get(x_key) is not None]
             if points:
                 xs, ys = zip(*points)
                 ax.plot(xs, ys, color=color, marker="o", markersize=3, linewidth=1.2,

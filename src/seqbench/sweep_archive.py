@@ -50,6 +50,8 @@ from pathlib import Path
 from filelock import FileLock
 from omegaconf import DictConfig, OmegaConf, open_dict, read_write
 
+from seqbench.clocks import one_core
+
 log = logging.getLogger("seqbench")
 
 REPO = Path(__file__).resolve().parents[2]
@@ -280,6 +282,10 @@ def metrics_of_row(row: dict) -> dict:
            "wall_time_s": number("wall_time_s"), "tune/schedule": row.get("schedule") or None,
            "hardware": row.get("hardware") or None, "git_commit": row.get("git_commit") or None,
            "params_non_embedding": number("params_non_embedding"), "tune/size": row.get("size") or None}
+    if row.get("device"):  # which clock cost_s is (seqbench.clocks): the CPU seconds kept as the run wrote them
+        out["device"] = row["device"]
+        if one_core(row["device"]) and number("cost_s") is not None:
+            out["cpu_time_s"] = number("cost_s")
     if row.get("tokens_per_step_grid"):
         out["tune/tokens_per_step"] = used
     elif used is not None and steps:

@@ -35,7 +35,7 @@ COLUMNS = {"job": "job", "corpus": "corpus", "family": "family", "size": "size",
            "budget": "budget_flops", "lr_scale": "lr_scale", "recipe_lr": "recipe_lr", "lr": "lr",
            "tokens_grid": "tokens_per_step_grid", "tokens_per_step": "tokens_per_step", "steps": "steps",
            "selected_on": "selected_on", "loss": "val_loss_best", "status": "status", "wall_time_s": "wall_time_s",
-           "cost_s": "cost_s", "schedule": "schedule", "hardware": "hardware", "git_commit": "git_commit"}
+           "cost_s": "cost_s", "schedule": "schedule", "device": "device", "hardware": "hardware", "git_commit": "git_commit"}
 
 
 def write_csv(trials: list[Trial], path: Path) -> Path:

@@ -65,6 +65,7 @@ class Trial:
     cost_s: float | None = None    # seconds of one core (seqbench.clocks.run_seconds: CPU seconds on one CPU thread)
     schedule: str | None = None    # the one schedule that replaced the recipe's (tune/schedule), if any
     hardware: str | None = None    # the machine and the code the trial ran on (metrics.json)
+    device: str | None = None      # what trained (metrics.json's `device`): which clock cost_s read
     git_commit: str | None = None
 
     @property
@@ -146,7 +147,7 @@ def from_metrics(job: str, family: str, corpus: str, metrics: dict | None, **fro
         "steps": _int(m.get("budget/max_steps")),
         "loss": _float(loss) if loss is not None and math.isfinite(float(loss)) else None,
         "wall_time_s": _float(m.get("wall_time_s")), "cost_s": run_seconds(m), "schedule": m.get("tune/schedule"),
-        "hardware": m.get("hardware"), "git_commit": m.get("git_commit"), **from_config})
+        "hardware": m.get("hardware"), "device": m.get("device"), "git_commit": m.get("git_commit"), **from_config})
 
 
 def from_run(run) -> Trial:

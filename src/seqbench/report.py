@@ -13,8 +13,10 @@ sweep) the table gives each of those configurations its own row. A failed job ap
 
 The table's validation perplexity is that of the best checkpoint (the lowest `val/ppl` of the
 history, the one `test/ppl` was measured on). "Time to target" is the training time (validation
-excluded; CPU seconds for a one-thread CPU run, `seqbench.clocks`) at the first validation whose
-perplexity is at or below the target; by default the target is the worst of the families' best mean perplexities, so every family reaches it on average (a
+excluded) at the first validation whose perplexity is at or below the target. One clock for the whole
+table (`seqbench.clocks.common_clock`): CPU seconds where every run was a one-thread CPU run that
+recorded them, wall seconds for every run otherwise, named in the column header. By default the
+target is the worst of the families' best mean perplexities, so every family reaches it on average (a
 run of that family worse than its mean may not; the column then says how many did). Plots: validation
 perplexity against training time and against training tokens seen, one line per run, one colour per
 family; best validation perplexity against non-embedding parameters. Runs that count their training

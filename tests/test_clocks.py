@@ -26,6 +26,24 @@ def test_only_one_thread_in_one_cpu_process_is_timed_by_its_cpu_seconds(device, 
     assert one_core(device) is expected
 
 
+@pytest.mark.parametrize("device_type, workers, threads, expected", [
+    ("cpu", 0, 1, True), ("cpu", 2, 1, False), ("cpu", 0, 4, False), ("mps", 0, 1, False)])
+def test_a_run_names_what_trained_so_that_only_one_core_runs_read_the_cpu_clock(monkeypatch, device_type, workers,
+                                                                                threads, expected):
+    """The bugs: DataLoader workers (other processes, outside this one's CPU clock) or an MPS device
+    named "cpu (..., 1 threads) x1", so their CPU seconds would be taken for their whole cost."""
+    import types
+
+    import torch
+
+    from seqbench.run import _device_name
+
+    monkeypatch.setattr(torch, "get_num_threads", lambda: threads)
+    trainer = types.SimpleNamespace(strategy=types.SimpleNamespace(root_device=torch.device(device_type)),
+                                    world_size=1)
+    assert one_core(_device_name(trainer, workers)) is expected
+
+
 def _rows(cpu: list[float | None], wall_per_row: float = 40.0) -> list[dict]:
     return [{"val/loss": 3.0 - i * 0.1, "val/ppl": 20.0 - i, "train/flops": 1e9 * (i + 1), "curve/tokens": 100.0 * (i + 1),
              WALL_CLOCK: wall_per_row * (i + 1), CPU_CLOCK: c} for i, c in enumerate(cpu)]

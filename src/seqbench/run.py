@@ -157,7 +157,8 @@ def train(cfg: DictConfig, output_dir: Path, choices: dict | None = None, overri
         curve = next((c for c in trainer.callbacks if isinstance(c, LearningCurve)), None)
         if curve is not None:
             metrics.update(curve.summary())  # train/flops at the end of training, not at the last validation
-        metrics.update(status="completed", device=_device_name(trainer), world_size=trainer.world_size)
+        workers = cfg.data.get("num_workers", 0) or 0
+        metrics.update(status="completed", device=_device_name(trainer, workers), world_size=trainer.world_size)
         write_summary(trainer, metrics)
         return metrics
     except BaseException as exc:
@@ -176,13 +177,19 @@ def train(cfg: DictConfig, output_dir: Path, choices: dict | None = None, overri
         _finish_wandb()
 
 
-def _device_name(trainer: L.Trainer) -> str:
+def _device_name(trainer: L.Trainer, workers: int = 0) -> str:
+    """What trained, as `seqbench.clocks.one_core` reads it: "cpu (x86_64, 1 threads) x1" is a run
+    whose CPU seconds are its whole cost. DataLoader workers are other processes, outside this one's
+    CPU clock, so a run that had them says so and is timed by the wall clock; so is any accelerator."""
     device = trainer.strategy.root_device
     if device.type == "cuda":
         return f"{torch.cuda.get_device_name(device)} x{trainer.world_size}"
     import platform
 
-    return f"cpu ({platform.processor() or platform.machine()}, {torch.get_num_threads()} threads) x{trainer.world_size}"
+    where = f"{platform.processor() or platform.machine()}, {torch.get_num_threads()} threads"
+    if workers:
+        where += f", {workers} data workers"
+    return f"{device.type} ({where}) x{trainer.world_size}"  # "mps (...)" is not a CPU
 
 
 def _is_rank_zero() -> bool:

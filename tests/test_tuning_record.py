@@ -149,13 +149,15 @@ def test_the_loss_columns_name_the_selection_half_on_shakespeare_and_the_validat
     assert "best loss (validation)" in ptb and "selection half" not in ptb
 
 
-def test_the_report_writes_one_row_per_trial_and_its_ledger_record(tmp_path):
+def test_the_report_writes_one_row_per_trial_and_its_ledger_record(tmp_path, capsys):
     # bug caught: the record not written (the page's numbers would have no provenance), or a running
     # trial left out of trials.csv
     sweep, out = tmp_path / "tune_frontier_ptb", tmp_path / "report"
     grid(sweep, LSTM, [1, 2], [256], {(2, 256): 6.0})
     job(sweep, 2, GPT, 1, 256, finished=False)
     main([str(sweep), "--report", str(out)])
+    printed = capsys.readouterr().out  # the table printed for the terminal names the cost as the record does
+    assert "| cost (core-s) | wall time (s) |" in printed
     with open(out / "trials.csv", newline="") as f:
         rows = list(csv.DictReader(f))
     assert [(r["job"], r["family"], r["status"]) for r in rows] == [

@@ -126,7 +126,8 @@ def apply_tokens_per_step(cfg: DictConfig, model, datamodule) -> dict:
 # -- the search's result and cost -----------------------------------------------------------------
 def summary(runs) -> list[dict]:
     """Per (family, size, budget) searched, from the tuning runs among `runs` (`seqbench.report.Run`):
-    trials, failures (diverged included), total wall time, and the best setting by the selection loss
+    trials, failures (diverged included), total cost (`seqbench.clocks.run_seconds`: a one-core CPU
+    trial's CPU seconds, else its wall seconds) and wall time, and the best setting by the selection loss
     and the median loss of the completed trials. The runs are grouped and judged as the search's
     record judges them (`seqbench.analysis.tuning_search.searches`): a diverged trial is never the best."""
     from seqbench.analysis.tuning_search import searches
@@ -157,14 +158,14 @@ def _loss(value: float | None) -> str:
 
 
 def markdown(rows: list[dict]) -> str:
-    head = ["family", "non-emb params", "budget", "trials", "failed", "wall time (s)", "best lr x", "best tokens/step",
-            "best loss", "median loss"]
+    head = ["family", "non-emb params", "budget", "trials", "failed", "cost (core-s)", "wall time (s)", "best lr x",
+            "best tokens/step", "best loss", "median loss"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in rows:
         b = r["best"] or {}
         budget = f"{r['budget']:.0e}" if r["budget"] else "–"
         lines.append(f"| {r['family']} | {r['params'] or '–'} | {budget} | {r['trials']} | {r['failed']} | "
-                     f"{r['wall_time_s']:,.0f} | {b.get('lr_scale', '–')} | {b.get('tokens_per_step', '–')} | "
+                     f"{r['cost_s']:,.0f} | {r['wall_time_s']:,.0f} | {b.get('lr_scale', '–')} | {b.get('tokens_per_step', '–')} | "
                      f"{_loss(r['best_loss'])} | {_loss(r['median_loss'])} |")
     return "\n".join(lines)
 

@@ -133,7 +133,8 @@ def test_the_transfer_check_runs_each_tuned_rate_and_its_neighbours_one_tier_abo
 
 def test_the_top_tier_runs_each_family_at_the_size_chosen_at_the_highest_tier_with_two_seeds(tmp_path):
     # bugs caught: the size taken from a lower tier's choice (or the searched size), one seed, or the
-    # tier not beyond the frontier's highest; --top-families ignored
+    # tier not beyond the frontier's highest; --top-families ignored; both seeds in one sweep (which runs
+    # one family's seeds before the next family, so a chain stopped half-way leaves families with none)
     grid(tmp_path / "tune_frontier", LSTM, [1, 2], [256, 512], {(2, 512): 1.5}, corpus="shakespeare", heldout=True)
     grid(tmp_path / "tune_frontier", GPT, [1, 2], [256, 512], {(1, 256): 1.6}, start=4, corpus="shakespeare", heldout=True)
     sizes = tmp_path / "frontier_tuned_sizes"
@@ -145,11 +146,14 @@ def test_the_top_tier_runs_each_family_at_the_size_chosen_at_the_highest_tier_wi
             (d / "metrics.json").write_text(json.dumps({**metrics, "tune/size": size}))
             n += 1
     chain = Chain("tune_frontier", tmp_path)
-    (name, overrides), = chain.top()
-    assert name == "frontier_tuned_top_1e14" and "budget.flops=1e14" in overrides and "seed=1234,2" in overrides
-    assert f"tune.per_family={{{LSTM}:{{lr_scale:2,tokens_per_step:501,size:l}},{GPT}:{{lr_scale:1,tokens_per_step:245,size:l}}}}" in overrides
+    (first, first_overrides), (second, second_overrides) = chain.top()
+    assert (first, second) == ("frontier_tuned_top_1e14_seed1234", "frontier_tuned_top_1e14_seed2")
+    assert "seed=1234" in first_overrides and "seed=2" in second_overrides
+    for overrides in (first_overrides, second_overrides):
+        assert "budget.flops=1e14" in overrides
+        assert f"tune.per_family={{{LSTM}:{{lr_scale:2,tokens_per_step:501,size:l}},{GPT}:{{lr_scale:1,tokens_per_step:245,size:l}}}}" in overrides
     chain.top_families = (GPT,)
-    (_, overrides), = chain.top()
+    (_, overrides), _ = chain.top()
     assert f"preset=frontier/shakespeare/{GPT}" in overrides and LSTM not in overrides[-1]
 
 

@@ -19,8 +19,8 @@ The sweeps, in the chain's order, are named `<experiment>`, `<experiment>_untune
 `<experiment>_edge_{tokens,lr}`, `<experiment>_transfer_<tier>_<family>` (the transfer check: the tuned
 rate and its two neighbours one tier above the searched one, run before the final cells and reported,
 not acted on), `<frontier>_tuned_sizes`, `<frontier>_tuned_seeds_<tier>` and
-`<frontier>_tuned_top_<tier>` (one tier beyond the frontier's highest, two seeds; `--top-families`
-limits it) under `--root`. `--steps` picks a part of the chain (the protocol runs transfer and top on
+`<frontier>_tuned_top_<tier>_seed<seed>` (one tier beyond the frontier's highest, two seeds, one
+sweep each; `--top-families` limits it) under `--root`. `--steps` picks a part of the chain (the protocol runs transfer and top on
 Tiny Shakespeare only).
 
 Every finished job is also kept in the committed archive, `experiments/sweeps/<sweep>.jsonl`
@@ -126,7 +126,11 @@ class Chain:
 
     def top(self) -> list[Sweep]:
         """One tier beyond the frontier's highest: each family (of `self.top_families`, all by default) at
-        the size chosen at the highest tier, with its tuned setting, two seeds."""
+        the size chosen at the highest tier, with its tuned setting, two seeds, one sweep per seed. A
+        multirun varies its last key fastest (the seed), so one sweep of both seeds would run every seed
+        of one family before the next family: the tier's runs take several sessions, and a chain stopped
+        half-way would leave some families with two seeds and others with none. Seed by seed, every
+        family has its first number before any has its second."""
         from seqbench.final_cells import Experiment, chosen_sizes, command, flops_text
         from seqbench.report import read_local
 
@@ -138,8 +142,9 @@ class Chain:
         if not settings:
             return []
         first_seed = OmegaConf.load(experiment.conf_dir / "train.yaml").seed
-        return parse_commands([command(f"{experiment.frontier}_tuned_top_{flops_text(highest * 10)}", experiment,
-                                       [highest * 10], f"{first_seed},2", settings)])
+        tier = flops_text(highest * 10)
+        return parse_commands([command(f"{experiment.frontier}_tuned_top_{tier}_seed{seed}", experiment,
+                                       [highest * 10], str(seed), settings) for seed in (first_seed, 2)])
 
     def _tuned(self) -> dict[str, dict]:
         from seqbench.report import read_local

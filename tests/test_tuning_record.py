@@ -26,14 +26,15 @@ LSTM, GPT = "lstm", "gpt"
 
 
 def job(sweep, n, family, lr, tokens, loss=6.0, status="completed", corpus="ptb", heldout=False, finished=True,
-        budget=1e12, wall=10.0):
+        budget=1e12, wall=10.0, gap=None):
     """A job directory as a tuning sweep leaves it: the saved config and choices, and metrics.json once
     the run has ended (`finished`)."""
     d = sweep / str(n)
     (d / ".hydra").mkdir(parents=True)
     fam = FAMILIES[family]
     OmegaConf.save({"model": {"_target_": fam.module, **fam.selector, "optimizer": {"lr": 1.0}}, "size": "m",
-                    "budget": {"flops": budget}, "data": {"heldout_score": heldout},
+                    "budget": {"flops": budget},
+                    "data": {"heldout_score": heldout, **({"T": gap} if gap is not None else {})},
                     "tune": {"lr_scale": lr, "tokens_per_step": tokens}}, d / ".hydra" / "config.yaml")
     OmegaConf.save({"hydra": {"runtime": {"choices": {"preset": f"frontier/{corpus}/{family}"}}}},
                    d / ".hydra" / "hydra.yaml")
@@ -299,3 +300,25 @@ def test_one_corpus_s_extension_is_not_named_in_the_other_corpus_s_notes(tmp_pat
     assert "## shakespeare" in mine and "the grid is extended beyond that edge" in mine
     assert "tune_frontier_ptb" not in mine  # neither its sweeps nor its extension are Shakespeare's
     assert "extended once already (tune_frontier_ptb_edge_tokens)" in theirs
+
+
+def test_a_probe_search_over_two_gaps_picks_one_rate_by_its_mean_loss_over_both(tmp_path, capsys):
+    # bugs caught: the lowest single trial taken as the best, which is always a short-gap trial (the easy
+    # task's rate: here x 3.16, which fails at T = 500); the gap left out of the grid's points, so a rate
+    # run at T = 100 counts as started and the search as complete while its T = 500 trial has not run
+    sweep = tmp_path / "long_range_lr"
+    losses = {(1, 100): 0.30, (1, 500): 0.50, (3.16, 100): 0.10, (3.16, 500): 0.90}
+    for n, ((lr, gap), loss) in enumerate(losses.items()):
+        job(sweep, n, LSTM, lr, None, loss=loss, corpus="probe", budget=None, gap=gap)
+    OmegaConf.save({"hydra": {"sweeper": {"params": {"preset": "probe/lstm", "data.T": "100,500",
+                                                     "tune.lr_scale": "1,3.16,10"}},
+                              "overrides": {"task": ["experiment=long_range_lr"]}}}, sweep / "multirun.yaml")
+    (search,) = searches(read_trials([sweep]), planned(sweep))
+    assert search.gaps == [100, 500]
+    assert search.best.lr_scale == 1 and search.best.loss == pytest.approx(0.40)
+    assert search.not_started == 2 and not search.complete  # lr x 10 at both gaps
+    main([str(sweep)])
+    assert "lowest mean selection loss over them" in capsys.readouterr().out
+    job(sweep, 4, LSTM, 10, None, loss=0.05, corpus="probe", budget=None, gap=100)  # x 10 run at T = 100 only
+    (search,) = searches(read_trials([sweep]), planned(sweep))
+    assert search.best.lr_scale == 1 and search.not_started == 1  # one gap is not a setting's whole score

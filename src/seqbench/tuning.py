@@ -144,7 +144,7 @@ def _row(search) -> dict:
             "budget": search.budget, "trials": len(trials), "failed": len(trials) - len(search.candidates),
             "wall_time_s": search.wall_time_s, "cost_s": search.cost_s, "best_loss": best.loss if best else None,
             "best": {"lr_scale": best.lr_scale, "tokens_per_step": _tokens(best)} if best else None,
-            "median_loss": search.median_loss}
+            "median_loss": search.median_loss, "gaps": search.gaps}
 
 
 def _tokens(trial) -> int | None:
@@ -167,6 +167,10 @@ def markdown(rows: list[dict]) -> str:
         lines.append(f"| {r['family']} | {r['params'] or '–'} | {budget} | {r['trials']} | {r['failed']} | "
                      f"{r['cost_s']:,.0f} | {r['wall_time_s']:,.0f} | {b.get('lr_scale', '–')} | {b.get('tokens_per_step', '–')} | "
                      f"{_loss(r['best_loss'])} | {_loss(r['median_loss'])} |")
+    gaps = sorted({g for r in rows for g in r.get("gaps") or ()})
+    if len(gaps) > 1:
+        lines += ["", f"Searched at the gaps T = {', '.join(map(str, gaps))}: the best setting is the one with the "
+                      "lowest mean selection loss over them (one rate per family for every gap), its mean the best loss."]
     return "\n".join(lines)
 
 

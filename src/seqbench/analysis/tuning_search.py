@@ -7,7 +7,8 @@ axes are the points planned (`tuning_trials.planned`) and the points seen, so a 
 knows its edges before it reaches them.
 
 - **Best:** the completed trial with the lowest selection loss (`val/loss_best`); diverged and failed
-  trials are never picked, running ones are not counted as anything but running.
+  trials are never picked, running ones are not counted as anything but running. A probe's search over
+  several gaps (`data.T`, experiment=long_range_lr) picks the setting with the lowest mean loss over them.
 - **Edge:** the best lies on an edge when its rate is the grid's lowest or highest, or its tokens per
   step the fewest or most; an axis with a single value was not searched and has no edge. The protocol's
   rule: if any family's best lies on an edge, the grid is extended beyond it for every family.
@@ -20,7 +21,7 @@ knows its edges before it reaches them.
 from __future__ import annotations
 
 import statistics
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from seqbench.analysis.tuning_trials import Point, Trial, point
 from seqbench.families import order
@@ -74,8 +75,28 @@ class Search:
         return [t for t in self.trials if t.candidate]
 
     @property
+    def gaps(self) -> list[int]:
+        """The probe gaps (`data.T`) the search ran at; empty for a language model's search."""
+        return sorted({p[3] for p in self.points if p[3] is not None})
+
+    @property
     def best(self) -> Trial | None:
-        return min(self.candidates, key=lambda t: t.loss, default=None)
+        """The candidate with the lowest selection loss. A search over several gaps picks one setting for
+        all of them: the one with the lowest mean selection loss over the gaps, among the settings with
+        a candidate at every gap (its trial is returned with that mean as its loss and no gap). Taking the
+        lowest single trial instead would pick the shortest gap's best rate, the easiest task's."""
+        if len(self.gaps) < 2:
+            return min(self.candidates, key=lambda t: t.loss, default=None)
+        by_setting: dict[tuple, dict[int, Trial]] = {}
+        for t in self.candidates:
+            by_setting.setdefault((t.budget, t.lr_scale, t.tokens_grid), {})[t.gap] = t
+        means = [(statistics.fmean(t.loss for t in at.values()), at) for at in by_setting.values()
+                 if set(at) == set(self.gaps)]
+        if not means:
+            return None
+        mean, at = min(means, key=lambda m: m[0])
+        return replace(at[self.gaps[-1]], loss=mean, gap=None, job="mean over gaps " + ", ".join(
+            t.job for t in at.values()))
 
     @property
     def median_loss(self) -> float | None:

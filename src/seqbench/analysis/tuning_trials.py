@@ -56,6 +56,7 @@ class Trial:
     lr_scale: float | None = None  # the grid's rate factor (x the recipe's lr)
     tokens_grid: int | None = None  # the grid's tokens per step (what the job asked for)
     tokens_per_step: int | None = None  # the tokens a step held (whole streams or windows)
+    gap: int | None = None         # a probe's `data.T`: a search over several gaps picks one rate for all
     recipe_lr: float | None = None
     lr: float | None = None
     steps: int | None = None
@@ -174,6 +175,7 @@ def read_job(job: Path, sweep: Path) -> Trial:
         size=str(m.get("tune/size") or cfg.get("size") or "") or None,
         budget=_float(m.get("budget/flops", OmegaConf.select(cfg, "budget.flops", default=None))),
         lr_scale=_float(grid.get("lr_scale")), tokens_grid=_int(grid.get("tokens_per_step")),
+        gap=_int(data.get("T")) if "T" in data else None,
         selected_on=SELECTION_HALF if data.get("heldout_score") else VALIDATION)
 
 
@@ -202,11 +204,11 @@ def read_trials(sweeps: list[Path]) -> list[Trial]:
     return trials
 
 
-Point = tuple[float | None, float | None, int | None]  # (budget, lr_scale, tokens_per_step) of the grid
+Point = tuple[float | None, float | None, int | None, int | None]  # (budget, lr_scale, tokens_per_step, gap)
 
 
 def point(trial: Trial) -> Point:
-    return trial.budget, trial.lr_scale, trial.tokens_grid
+    return trial.budget, trial.lr_scale, trial.tokens_grid, trial.gap
 
 
 def sweep_axes(lines: list[str]) -> dict[str, list[str]]:
@@ -240,5 +242,6 @@ def planned(sweep: Path) -> dict[tuple[str, str], set[Point]] | None:
     budgets = [_float(v) for v in axes.get("budget.flops", [None])]
     lrs = [float(v) for v in axes.get("tune.lr_scale", ["1"])]
     tokens = [None if v == "null" else _int(v) for v in axes.get("tune.tokens_per_step", ["null"])]
-    grid = set(itertools.product(budgets, lrs, tokens))
+    gaps = [_int(v) for v in axes["data.T"]] if "data.T" in axes else [None]  # a probe's gaps (long_range_lr)
+    grid = set(itertools.product(budgets, lrs, tokens, gaps))
     return {(_corpus({"preset": p}), p.rsplit("/", 1)[-1]): grid for p in axes["preset"]}

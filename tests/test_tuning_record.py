@@ -317,8 +317,13 @@ def test_a_probe_search_over_two_gaps_picks_one_rate_by_its_mean_loss_over_both(
     assert search.gaps == [100, 500]
     assert search.best.lr_scale == 1 and search.best.loss == pytest.approx(0.40)
     assert search.not_started == 2 and not search.complete  # lr x 10 at both gaps
-    main([str(sweep)])
+    main([str(sweep), "--report", str(tmp_path / "report")])
     assert "lowest mean selection loss over them" in capsys.readouterr().out
+    assert "best loss (validation, best: mean over T = 100, 500)" in (tmp_path / "report" / "summary.md").read_text()
+    from seqbench.analysis.tuning_heatmap import _cells  # the picture's rows are the gaps (no tokens axis)
+
+    grid_, letters = _cells(search)
+    assert grid_[0][:2] == [0.30, 0.10] and grid_[1][:2] == [0.50, 0.90] and math.isnan(grid_[0][2]) and not letters
     job(sweep, 4, LSTM, 10, None, loss=0.05, corpus="probe", budget=None, gap=100)  # x 10 run at T = 100 only
     (search,) = searches(read_trials([sweep]), planned(sweep))
     assert search.best.lr_scale == 1 and search.not_started == 1  # one gap is not a setting's whole score

@@ -1,6 +1,7 @@
 """The search's grid as a picture: one small heatmap per family of the selection loss over the
-learning-rate factor x tokens per step, one colour scale per corpus (so families compare by colour),
-the best cell outlined, and the cells without a loss lettered: r (running), f (failed), d (diverged),
+learning-rate factor x tokens per step (a probe's search: x the gap T), one colour scale per corpus (so
+families compare by colour), the best cell outlined (a probe's: the column of the rate chosen by its
+mean over the gaps), and the cells without a loss lettered: r (running), f (failed), d (diverged),
 blank (not started)."""
 
 from __future__ import annotations
@@ -15,15 +16,24 @@ COLUMNS = 4  # heatmaps per row
 SPAN = 1.0  # nats above the corpus's best loss that the colour scale spans; worse cells take its top colour
 
 
+def _rows(search: Search) -> tuple[str, list, str]:
+    """The heatmap's row axis: tokens per step where the search set them, else the probe's gaps; the
+    Trial field each row reads, and the axis label."""
+    if search.tokens_axis or not search.gaps:
+        return "tokens_grid", search.tokens_axis, "tokens per step"
+    return "gap", search.gaps, "gap T"
+
+
 def _cells(search: Search) -> tuple[list[list[float]], dict[tuple[int, int], str]]:
-    """Loss per (tokens row, lr column), NaN where none; the letter of a cell without a loss."""
-    lrs, tokens = search.lr_axis, search.tokens_axis
-    grid = [[math.nan] * len(lrs) for _ in tokens]
+    """Loss per (row, lr column), NaN where none; the letter of a cell without a loss."""
+    field, rows, _ = _rows(search)
+    lrs = search.lr_axis
+    grid = [[math.nan] * len(lrs) for _ in rows]
     letters: dict[tuple[int, int], str] = {}
     for t in search.trials:
-        if t.lr_scale not in lrs or t.tokens_grid not in tokens:
+        if t.lr_scale not in lrs or getattr(t, field) not in rows:
             continue
-        i, j = tokens.index(t.tokens_grid), lrs.index(t.lr_scale)
+        i, j = rows.index(getattr(t, field)), lrs.index(t.lr_scale)
         if t.candidate and (math.isnan(grid[i][j]) or t.loss < grid[i][j]):
             grid[i][j] = t.loss
             letters.pop((i, j), None)
@@ -40,7 +50,7 @@ def plot(found: list[Search], corpus: str, path: Path) -> Path:
     import matplotlib.pyplot as plt
     import numpy as np
 
-    mine = [s for s in found if s.corpus == corpus and s.lr_axis and s.tokens_axis]
+    mine = [s for s in found if s.corpus == corpus and s.lr_axis and _rows(s)[1]]
     losses = [t.loss for s in mine for t in s.candidates]
     low, worst = (min(losses), max(losses)) if losses else (0.0, 1.0)
     high = min(worst, low + SPAN)  # a diverged corner would otherwise wash out the differences that decide
@@ -55,16 +65,22 @@ def plot(found: list[Search], corpus: str, path: Path) -> Path:
                           vmax=high, aspect="auto")
         for (i, j), letter in letters.items():
             ax.text(j, i, letter, ha="center", va="center", fontsize=8, color="grey")
+        field, row_axis, row_label = _rows(search)
         best = search.best
         if best is not None:
-            i, j = search.tokens_axis.index(best.tokens_grid), search.lr_axis.index(best.lr_scale)
-            ax.add_patch(plt.Rectangle((j - 0.5, i - 0.5), 1, 1, fill=False, edgecolor="red", linewidth=2))
-            ax.text(j, i, f"{best.loss:.2f}", ha="center", va="center", fontsize=7, color="black")
+            j = search.lr_axis.index(best.lr_scale)
+            if field == "gap":  # one rate for every gap: its whole column, its mean loss above it
+                ax.add_patch(plt.Rectangle((j - 0.5, -0.5), 1, len(row_axis), fill=False, edgecolor="red", linewidth=2))
+                ax.text(j, len(row_axis) - 0.5, f"{best.loss:.2f}", ha="center", va="bottom", fontsize=7)
+            else:
+                i = row_axis.index(best.tokens_grid)
+                ax.add_patch(plt.Rectangle((j - 0.5, i - 0.5), 1, 1, fill=False, edgecolor="red", linewidth=2))
+                ax.text(j, i, f"{best.loss:.2f}", ha="center", va="center", fontsize=7, color="black")
         ax.set_xticks(range(len(search.lr_axis)), [f"{v:g}" for v in search.lr_axis], fontsize=7)
-        ax.set_yticks(range(len(search.tokens_axis)), [str(v) for v in search.tokens_axis], fontsize=7)
+        ax.set_yticks(range(len(row_axis)), [str(v) for v in row_axis], fontsize=7)
         ax.set_xlabel("lr x recipe", fontsize=8)
         ax.set_title(search.family, fontsize=9)
-        ax.set_ylabel("tokens per step", fontsize=8)
+        ax.set_ylabel(row_label, fontsize=8)
     for ax in flat[len(mine):]:
         ax.axis("off")
     fig.tight_layout(rect=(0, 0, 0.9, 0.93))

@@ -69,9 +69,12 @@ def cost_table(found: list[Search]) -> list[str]:
 
 
 def loss_name(found: list[Search]) -> str:
-    """What the loss columns were selected on, named in the header: one corpus's searches share it."""
+    """What the loss columns were selected on, named in the header: one corpus's searches share it; a
+    probe's search over several gaps says that its best is a mean over them (`Search.best`)."""
     on = sorted({s.selected_on for s in found if s.selected_on})
-    return on[0] if len(on) == 1 else "selection data: see trials.csv"
+    name = on[0] if len(on) == 1 else "selection data: see trials.csv"
+    gaps = sorted({g for s in found for g in s.gaps})
+    return f"{name}, best: mean over T = {', '.join(map(str, gaps))}" if len(gaps) > 1 else name
 
 
 def _edge(s: Search) -> str:

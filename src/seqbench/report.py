@@ -66,8 +66,17 @@ class Run:
         return self.metrics.get("status") != "completed"
 
     def best_val_ppl(self) -> float | None:
+        """The lowest validation perplexity of the history; without one, the last validation's; and for
+        a language model whose history is gone and whose process never validated (resumed after its
+        training had ended, before `seqbench.csv_logger` kept the history), its best checkpoint's
+        score, exp(val/loss_best)."""
         values = [row["val/ppl"] for row in self.curve if row.get("val/ppl") is not None]
-        return min(values) if values else self.metrics.get("val/ppl")
+        if values:
+            return min(values)
+        if self.metrics.get("val/ppl") is not None:
+            return self.metrics["val/ppl"]
+        best_loss = self.metrics.get("val/loss_best")
+        return math.exp(best_loss) if best_loss is not None and self.metrics.get("test/ppl") is not None else None
 
     def time_to(self, target: float, key: str = WALL_CLOCK) -> float | None:
         for row in self.curve:
@@ -85,12 +94,15 @@ def _float(value: str | None) -> float | None:
 
 
 def read_curve(path: Path) -> list[dict]:
-    """Rows of a CSVLogger history that hold a validation perplexity, in step order."""
+    """Rows of a CSVLogger history that hold a validation perplexity, in step order, one per step: a
+    resumed run keeps its history up to its checkpoint's step (`seqbench.csv_logger`) and may validate
+    at that step again, and the later row is the one its run went on from."""
     if not path.is_file():
         return []
     with open(path, newline="") as f:
         rows = [{k: _float(row.get(k)) for k in CURVE_KEYS + ("step",)} for row in csv.DictReader(f)]
-    return sorted((r for r in rows if r["val/ppl"] is not None), key=lambda r: r["step"] or 0)
+    by_step = {r["step"] or 0: r for r in rows if r["val/ppl"] is not None}
+    return [by_step[step] for step in sorted(by_step)]
 
 
 def family_of(job_dir: Path) -> str:

@@ -122,17 +122,14 @@ def train(cfg: DictConfig, output_dir: Path, choices: dict | None = None, overri
         # the resolved config, nested as Hydra composed it, once (the models save theirs with logger=False),
         # after the keys a W&B panel is drawn from: family, preset, corpus, task, recipe, sizes (seqbench.dashboard)
         hparams = run_config(cfg, choices, datamodule.spec.task, params, metrics["params_non_embedding"])
+        ckpt_path = _resume_from(cfg, trainer) if cfg.get("train", True) else None
+        _keep_history(trainer, ckpt_path)  # before a logger writes: Lightning's CSV writer starts a new file
         for logger in trainer.loggers:
             logger.log_hyperparams(hparams)
         define_summaries(trainer, model.task)
         metrics.update(wandb_identity(trainer))
         if cfg.get("train", True):
             # weights_only: Lightning reads the checkpoint with torch's safe unpickler (seqbench.checkpoints)
-            ckpt_path = cfg.get("ckpt_path")
-            if ckpt_path is None and cfg.get("resume_requeued", True):
-                ckpt_path = requeued_checkpoint(trainer)  # a requeued SLURM job, back in its own directory
-                if ckpt_path:
-                    log.info("resuming from %s: this job ran here before and was stopped", ckpt_path)
             trainer.fit(model, datamodule=datamodule, ckpt_path=ckpt_path, weights_only=True)
         metrics.update({k: v for k, v in trainer.callback_metrics.items()})
         for solve in (c for c in trainer.callbacks if isinstance(c, StopWhenSolved)):
@@ -175,6 +172,34 @@ def train(cfg: DictConfig, output_dir: Path, choices: dict | None = None, overri
         if _is_rank_zero():
             write_metrics(metrics_path, metrics)
         _finish_wandb()
+
+
+def _resume_from(cfg: DictConfig, trainer: L.Trainer) -> str | None:
+    """The checkpoint fit starts from: `ckpt_path`, else this run directory's own `last.ckpt` (a job
+    of the resumable launcher or a requeued SLURM job, back in its directory after a stop)."""
+    ckpt_path = cfg.get("ckpt_path")
+    if ckpt_path is None and cfg.get("resume_requeued", True):
+        ckpt_path = requeued_checkpoint(trainer)
+        if ckpt_path:
+            log.info("resuming from %s: this job ran here before and was stopped", ckpt_path)
+    return ckpt_path
+
+
+def _keep_history(trainer: L.Trainer, ckpt_path: str | None) -> None:
+    """A run resumed in its own directory keeps its CSV history up to the checkpoint's step
+    (`seqbench.csv_logger`); a checkpoint of another run (`ckpt_path=` elsewhere) starts a new one."""
+    from seqbench.checkpoints import load_checkpoint
+    from seqbench.csv_logger import CSVLogger
+
+    loggers = [lg for lg in trainer.loggers if isinstance(lg, CSVLogger)]
+    if not ckpt_path or not loggers or not Path(ckpt_path).is_file():
+        return
+    step = None
+    for logger in loggers:
+        if Path(logger.save_dir).resolve() in Path(ckpt_path).resolve().parents:  # the run's own checkpoint
+            if step is None:
+                step = int(load_checkpoint(ckpt_path, "the checkpoint this run resumes", mmap=True)["global_step"])
+            logger.resume_at(step)
 
 
 def _device_name(trainer: L.Trainer, workers: int = 0) -> str:

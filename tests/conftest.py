@@ -8,6 +8,11 @@ calls `require_corpus` where the corpus is a parameter). It skips on a checkout 
 fails where `SEQBENCH_REQUIRE_CORPORA=1` — scripts/test.sh, and so CI, sets it — so a green CI run
 means every corpus test ran.
 
+`run_cli` runs an entry point as a user types it, forked from a process that has imported torch and
+Lightning already (tests/cli_forkserver.py: ~9 s of imports saved a run on a 2-core CI machine);
+`SEQBENCH_TEST_FORK=0` starts a new interpreter for every run instead. test_requeue, test_resume and
+test_launcher start theirs with subprocess, so the entry points' own start-up is tested as well.
+
 Tests that assert learning take their seed from the `seed` fixture (`SEQBENCH_TEST_SEED`, default 0),
 so their margin can be checked under other seeds without editing them:
     SEQBENCH_TEST_SEED=1 python -m pytest tests/test_translation.py --random-order
@@ -105,10 +110,32 @@ def cfg_factory(tmp_path):
 
 def run_cli(args: list[str], tmp_path: Path, script: str = "train.py", timeout: int = 600,
             env: dict | None = None) -> subprocess.CompletedProcess:
-    """Run an entry point as a user would, with outputs under tmp_path."""
+    """Run an entry point as a user would, with outputs under tmp_path: forked from a process that has
+    imported torch and Lightning already (tests/cli_forkserver.py), or a new process (SEQBENCH_TEST_FORK=0)."""
     cmd = [sys.executable, str(ROOT / "src" / script), *args, f"paths.log_dir={tmp_path}"]
     full_env = {**os.environ, "HYDRA_FULL_ERROR": "0", **(env or {})}
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=tmp_path, env=full_env)
+    forked = _fork_server(full_env)
+    done = forked.run(cmd, tmp_path, full_env, timeout) if forked else None
+    if done is None:  # an environment a fork cannot give (cli_forkserver.FIXED_AT_IMPORT)
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=tmp_path, env=full_env)
+    return done
+
+
+_FORK_SERVER: list = []
+
+
+def _fork_server(env: dict[str, str]):
+    """This test process's fork server, started on first use; None where SEQBENCH_TEST_FORK=0."""
+    if os.environ.get("SEQBENCH_TEST_FORK", "1") == "0":
+        return None
+    if not (_FORK_SERVER and _FORK_SERVER[0].alive()):
+        import atexit
+
+        from cli_forkserver import Client
+
+        _FORK_SERVER[:] = [Client(env)]
+        atexit.register(_FORK_SERVER[0].close)
+    return _FORK_SERVER[0]
 
 
 def require_corpus(name: str) -> None:

@@ -34,3 +34,33 @@ def test_the_config_tree_is_printed_on_a_terminal(tmp_path, capsys):
     assert "hidden_size: 16" in shown and "hydra" not in shown
     show_config(cfg, tmp_path, terminal=False)
     assert capsys.readouterr().out == "" and "batch_size: 4" in (tmp_path / "config_tree.log").read_text()
+
+
+def test_lightnings_lines_reach_the_log_file_when_it_was_imported_before_logging_was_set_up():
+    """Lightning imported before any root handler keeps its lines to itself (its own console handler,
+    propagate=False): a run started from such a process wrote no Lightning line to train.log."""
+    import logging
+
+    from seqbench.console import log_once
+
+    names = ("lightning", "lightning.pytorch", "lightning.fabric")
+    saved = {n: (logging.getLogger(n).handlers[:], logging.getLogger(n).propagate) for n in names}
+    root = logging.getLogger()
+    records: list[logging.LogRecord] = []
+    catcher = logging.Handler()
+    catcher.emit = records.append
+    try:
+        for name in ("lightning.pytorch", "lightning.fabric"):  # as their import leaves them without a root handler
+            logging.getLogger(name).addHandler(logging.StreamHandler())
+            logging.getLogger(name).propagate = False
+        root.addHandler(catcher)  # Hydra's logging, set up after
+        log_once()
+        logging.getLogger("lightning.fabric.utilities.seed").warning("Seed set to 1")
+        logging.getLogger("lightning.pytorch.trainer").warning("GPU available: False")
+        assert [r.getMessage() for r in records] == ["Seed set to 1", "GPU available: False"]
+        assert not any(logging.getLogger(n).handlers for n in names)  # and printed once, by the root's handler
+    finally:
+        root.removeHandler(catcher)
+        for name, (handlers, propagate) in saved.items():
+            logging.getLogger(name).handlers[:] = handlers
+            logging.getLogger(name).propagate = propagate

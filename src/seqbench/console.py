@@ -51,10 +51,16 @@ def show_config(cfg: DictConfig, output_dir: Path, terminal: bool | None = None)
 
 
 def log_once() -> None:
-    """Drop the `lightning` logger's own console handler when the root logger prints its records."""
-    import lightning  # noqa: F401  (its import adds the handler)
+    """Lightning's records to the root logger's handlers (Hydra's console and `<run>/train.log`), once.
+
+    Lightning gives its package loggers console handlers of their own at import, and where the root
+    logger had no handler yet it also stops them propagating: imported before Hydra configured logging
+    (a notebook, a `python -m` command, a process that forks runs), its lines would miss the log file."""
+    import lightning  # noqa: F401  (its import adds the handlers)
 
     if logging.getLogger().handlers:
-        package = logging.getLogger("lightning")
-        for handler in list(package.handlers):
-            package.removeHandler(handler)
+        for name in ("lightning", "lightning.pytorch", "lightning.fabric"):
+            package = logging.getLogger(name)
+            for handler in list(package.handlers):
+                package.removeHandler(handler)
+            package.propagate = True

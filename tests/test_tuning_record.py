@@ -26,7 +26,7 @@ LSTM, GPT = "lstm", "gpt"
 
 
 def job(sweep, n, family, lr, tokens, loss=6.0, status="completed", corpus="ptb", heldout=False, finished=True,
-        budget=1e12, wall=10.0, gap=None):
+        budget=1e12, wall=10.0, gap=None, baseline=None):
     """A job directory as a tuning sweep leaves it: the saved config and choices, and metrics.json once
     the run has ended (`finished`)."""
     d = sweep / str(n)
@@ -46,6 +46,8 @@ def job(sweep, n, family, lr, tokens, loss=6.0, status="completed", corpus="ptb"
             metrics.update({"tune/lr_scale": lr, "tune/lr": lr})
         if tokens is not None:
             metrics["tune/tokens_per_step"] = tokens - 11  # whole streams: not quite the grid's value
+        if baseline is not None:
+            metrics["val/baseline_loss"] = baseline
         (d / "metrics.json").write_text(json.dumps(metrics))
     return d
 
@@ -327,3 +329,25 @@ def test_a_probe_search_over_two_gaps_picks_one_rate_by_its_mean_loss_over_both(
     job(sweep, 4, LSTM, 10, None, loss=0.05, corpus="probe", budget=None, gap=100)  # x 10 run at T = 100 only
     (search,) = searches(read_trials([sweep]), planned(sweep))
     assert search.best.lr_scale == 1 and search.not_started == 1  # one gap is not a setting's whole score
+
+
+def test_a_probe_search_that_stayed_at_chance_picks_no_rate(tmp_path, capsys):
+    # bug caught: the lowest of losses at chance (log 8 = 2.0794 give or take a finite sample's noise)
+    # picked as the family's rate, as the first read of experiment=long_range_lr picked the LSTM's
+    sweep = tmp_path / "long_range_lr"
+    chance = math.log(8)
+    at_chance = {(1, 100): 2.0795, (1, 500): 2.0794, (3.16, 100): 2.0792, (3.16, 500): 2.0796}
+    learned = {(1, 100): 1.19, (1, 500): 1.40, (3.16, 100): 2.0299, (3.16, 500): 2.0794}
+    for n, ((lr, gap), loss) in enumerate(at_chance.items()):
+        job(sweep, n, LSTM, lr, None, loss=loss, corpus="probe", budget=None, gap=gap, baseline=chance)
+    for n, ((lr, gap), loss) in enumerate(learned.items(), start=4):
+        job(sweep, n, "gru", lr, None, loss=loss, corpus="probe", budget=None, gap=gap, baseline=chance)
+    lstm, gru = searches(read_trials([sweep]))
+    assert lstm.learned_nothing and lstm.best is None and lstm.edges() == []
+    assert not gru.learned_nothing and gru.best.lr_scale == 1  # 2.0299 is 2.4 % under chance: not learning
+    assert not [t for t in gru.candidates if t.lr_scale == 3.16 and t.learned]
+    main([str(sweep), "--report", str(tmp_path / "report")])
+    printed = capsys.readouterr().out
+    assert "none learned (recipe's x 1)" in printed and "lstm:" not in printed.split("per_family")[-1]
+    summary = (tmp_path / "report" / "summary.md").read_text()
+    assert "none learned: recipe's x 1" in summary and "learned nothing at any rate: lstm" in summary

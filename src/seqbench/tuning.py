@@ -144,7 +144,7 @@ def _row(search) -> dict:
             "budget": search.budget, "trials": len(trials), "failed": len(trials) - len(search.candidates),
             "wall_time_s": search.wall_time_s, "cost_s": search.cost_s, "best_loss": best.loss if best else None,
             "best": {"lr_scale": best.lr_scale, "tokens_per_step": _tokens(best)} if best else None,
-            "median_loss": search.median_loss, "gaps": search.gaps}
+            "median_loss": search.median_loss, "gaps": search.gaps, "learned_nothing": search.learned_nothing}
 
 
 def _tokens(trial) -> int | None:
@@ -162,10 +162,10 @@ def markdown(rows: list[dict]) -> str:
             "best tokens/step", "best loss", "median loss"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in rows:
-        b = r["best"] or {}
+        b = r["best"] or ({"lr_scale": "none learned (recipe's x 1)"} if r.get("learned_nothing") else {})
         budget = f"{r['budget']:.0e}" if r["budget"] else "–"
         lines.append(f"| {r['family']} | {r['params'] or '–'} | {budget} | {r['trials']} | {r['failed']} | "
-                     f"{r['cost_s']:,.0f} | {r['wall_time_s']:,.0f} | {b.get('lr_scale', '–')} | {b.get('tokens_per_step', '–')} | "
+                     f"{r['cost_s']:,.0f} | {r['wall_time_s']:,.0f} | {b.get('lr_scale') or '–'} | {b.get('tokens_per_step') or '–'} | "
                      f"{_loss(r['best_loss'])} | {_loss(r['median_loss'])} |")
     gaps = sorted({g for r in rows for g in r.get("gaps") or ()})
     if len(gaps) > 1:

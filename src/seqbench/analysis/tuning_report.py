@@ -27,7 +27,7 @@ from pathlib import Path
 
 from seqbench.analysis.tuning_heatmap import plot
 from seqbench.analysis.tuning_search import Search, edge_families, searches
-from seqbench.analysis.tuning_trials import Trial, planned, read_trials
+from seqbench.analysis.tuning_trials import LEARNED, Trial, planned, read_trials
 from seqbench.ledger import write_record
 from seqbench.provenance import utc_now
 
@@ -93,6 +93,10 @@ def best_table(found: list[Search], with_untuned: bool) -> list[str]:
     rows = []
     for s in found:
         b = s.best
+        if s.learned_nothing:  # no best: every trial at the baseline (tuning_search)
+            rows.append([s.family, "none learned: recipe's x 1", "–", "–", "–", "–", _loss(s.median_loss), "–"]
+                        + (["–"] * 3 if with_untuned else []))
+            continue
         row = [s.family, f"{b.lr_scale:g}" if b else "–", f"{b.lr:g}" if b and b.lr is not None else "–",
                b.tokens_grid if b else "–", b.tokens_per_step if b else "–", _loss(b.loss if b else None),
                _loss(s.median_loss), _edge(s)]
@@ -118,6 +122,13 @@ def notes(found: list[Search], read_at: str, sources: list[str], with_untuned: b
             if extensions else " The protocol's rule: the grid is extended beyond that edge for every family.")
     lines.append("Search grid edges: " + ("; ".join(f"{f}: {', '.join(e)}" for f, e in edges.items()) + "." + rule
                                           if edges else "no family's best lies on an edge of its grid."))
+    blank = [s for s in found if s.learned_nothing]
+    if blank:
+        chance = sorted({t.baseline for s in blank for t in s.candidates if t.baseline is not None})
+        lines.append(f"Search that learned nothing at any rate: {', '.join(s.family for s in blank)}: every completed "
+                     f"trial within {LEARNED:.0%} of the loss of a model that learned nothing "
+                     f"({', '.join(f'{c:.4f}' for c in chance)}, `val/baseline_loss`), so no rate is picked from the "
+                     "noise; the family keeps its recipe's rate (lr x 1).")
     cost, wall = sum(s.cost_s for s in found), sum(s.wall_time_s for s in found)
     lines.append(f"Search cost: {cost:,.0f} core-seconds ({cost / 3600:.2f} h) over the finished trials: CPU seconds "
                  "for one-thread CPU trials that recorded them, wall seconds for the others (seqbench.clocks); "

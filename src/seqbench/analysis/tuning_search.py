@@ -9,6 +9,9 @@ knows its edges before it reaches them.
 - **Best:** the completed trial with the lowest selection loss (`val/loss_best`); diverged and failed
   trials are never picked, running ones are not counted as anything but running. A probe's search over
   several gaps (`data.T`, experiment=long_range_lr) picks the setting with the lowest mean loss over them.
+- **No rate learned:** a probe's search where no completed trial, at any rate and gap, came `LEARNED`
+  (5 %) below the loss of a model that learned nothing (`val/baseline_loss`) has no best: the lowest of
+  losses at chance would pick a rate from noise. The family keeps its recipe's rate, and the record says so.
 - **Edge:** the best lies on an edge when its rate is the grid's lowest or highest, or its tokens per
   step the fewest or most; an axis with a single value was not searched and has no edge. The protocol's
   rule: if any family's best lies on an edge, the grid is extended beyond it for every family.
@@ -80,11 +83,18 @@ class Search:
         return sorted({p[3] for p in self.points if p[3] is not None})
 
     @property
+    def learned_nothing(self) -> bool:
+        """A probe's search whose completed trials all stayed at the baseline (`Trial.learned`)."""
+        return bool(self.candidates) and not any(t.learned for t in self.candidates)
+
+    @property
     def best(self) -> Trial | None:
-        """The candidate with the lowest selection loss. A search over several gaps picks one setting for
+        """The candidate with the lowest selection loss; None where it learned nothing. A search over several gaps picks one setting for
         all of them: the one with the lowest mean selection loss over the gaps, among the settings with
         a candidate at every gap (its trial is returned with that mean as its loss and no gap). Taking the
         lowest single trial instead would pick the shortest gap's best rate, the easiest task's."""
+        if self.learned_nothing:
+            return None
         if len(self.gaps) < 2:
             return min(self.candidates, key=lambda t: t.loss, default=None)
         by_setting: dict[tuple, dict[int, Trial]] = {}

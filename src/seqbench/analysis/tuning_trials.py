@@ -40,6 +40,7 @@ from seqbench.families import family_of
 from seqbench.preset_choice import preset_of
 
 FINISHED = ("completed", "diverged", "failed")
+LEARNED = 0.05  # a probe's trial learned: its loss at least 5 % below the loss of learning nothing
 SELECTION_HALF = "selection half of validation"  # Tiny Shakespeare with data.heldout_score: its first half
 VALIDATION = "validation"
 
@@ -61,6 +62,7 @@ class Trial:
     lr: float | None = None
     steps: int | None = None
     loss: float | None = None      # the best validation loss (val/loss_best), on `selected_on`
+    baseline: float | None = None  # a probe's loss of a model that learned nothing (val/baseline_loss)
     selected_on: str = VALIDATION
     wall_time_s: float | None = None
     cost_s: float | None = None    # seconds of one core (seqbench.clocks.run_seconds: CPU seconds on one CPU thread)
@@ -77,6 +79,13 @@ class Trial:
     def untuned(self) -> bool:
         """The recipe as it is: lr x 1 (or unset), its own tokens per step and schedule."""
         return self.lr_scale in (None, 1.0) and self.tokens_grid is None and self.schedule is None
+
+    @property
+    def learned(self) -> bool:
+        """A probe's trial learned where its selection loss is at least `LEARNED` below the baseline's
+        (a relative margin: a loss a hair under chance is a finite sample's, not a memory); a trial with
+        no baseline (a language model) counts as learning."""
+        return self.baseline is None or (self.loss is not None and self.loss < (1 - LEARNED) * self.baseline)
 
     @property
     def candidate(self) -> bool:
@@ -147,6 +156,7 @@ def from_metrics(job: str, family: str, corpus: str, metrics: dict | None, **fro
         "recipe_lr": _float(m.get("tune/recipe_lr")), "lr": _float(m.get("tune/lr")),
         "steps": _int(m.get("budget/max_steps")),
         "loss": _float(loss) if loss is not None and math.isfinite(float(loss)) else None,
+        "baseline": _float(m.get("val/baseline_loss")),
         "wall_time_s": _float(m.get("wall_time_s")), "cost_s": run_seconds(m), "schedule": m.get("tune/schedule"),
         "hardware": m.get("hardware"), "device": m.get("device"), "git_commit": m.get("git_commit"), **from_config})
 

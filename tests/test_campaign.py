@@ -119,16 +119,19 @@ def test_failed_jobs_reads_the_last_outcome_of_each_job(tmp_path):
     assert failed_jobs(tmp_path) == [2]
 
 
-def test_the_transfer_check_runs_each_tuned_rate_and_its_neighbours_one_tier_above_the_search(tmp_path):
+def test_the_transfer_check_runs_each_tuned_setting_and_its_neighbours_at_the_highest_tier(tmp_path):
     # bugs caught: the neighbours taken around the recipe's rate (lr x 1) rather than the tuned one; the
-    # check run at the searched tier (it would check nothing) or at another size than the searched one
-    base = tmp_path / "tune_frontier"
-    grid(base, LSTM, [1, 2, 4], [256, 512], {(2, 512): 1.5}, corpus="shakespeare", heldout=True)
-    (sweep,) = Chain("tune_frontier", tmp_path).transfer()
-    name, overrides = sweep
-    assert name == f"tune_frontier_transfer_1e13_{LSTM}"
-    assert overrides == ["experiment=tune_frontier", f"preset=frontier/shakespeare/{LSTM}", "size=m", "budget.flops=1e13",
-                         "tune.lr_scale=1,2,4", "tune.tokens_per_step=501"]  # the tokens the best trial's steps held
+    # check run at the searched tier (it would check nothing), at PTB's first tier above it (3e12: the
+    # PTB recurrent nets' inherited 128 tokens a step held there and failed at 1e13) or at another size
+    # than the searched one; the tokens axis left unchecked, or its neighbours taken off the grid
+    for experiment, corpus, tier in (("tune_frontier", "shakespeare", "1e13"), ("tune_frontier_ptb", "ptb", "1e13")):
+        base = tmp_path / corpus / experiment
+        grid(base, LSTM, [1, 2, 4], [256, 512, 1024], {(2, 512): 1.5}, corpus=corpus, heldout=corpus == "shakespeare")
+        (rates, rates_overrides), (tokens, tokens_overrides) = Chain(experiment, tmp_path / corpus).transfer()
+        common = [f"experiment={experiment}", f"preset=frontier/{corpus}/{LSTM}", "size=m", f"budget.flops={tier}"]
+        assert rates == f"{experiment}_transfer_{tier}_{LSTM}" and tokens == f"{experiment}_transfer_tokens_{tier}_{LSTM}"
+        assert rates_overrides == [*common, "tune.lr_scale=1,2,4", "tune.tokens_per_step=501"]  # the tokens the best's steps held
+        assert tokens_overrides == [*common, "tune.lr_scale=2", "tune.tokens_per_step=256,1024"]  # the grid's, as asked
 
 
 def test_the_top_tier_runs_each_family_at_the_size_chosen_at_the_highest_tier_with_two_seeds(tmp_path):

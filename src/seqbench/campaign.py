@@ -16,11 +16,12 @@ A failed job is launched again, up to `ATTEMPTS` launches; one that failed at ea
     python -m seqbench.campaign tune_frontier_ptb --cost-report <dir>         # the cost as cost.md + record.json
 
 The sweeps, in the chain's order, are named `<experiment>`, `<experiment>_untuned`,
-`<experiment>_edge_{tokens,lr}`, `<experiment>_transfer_<tier>_<family>` (the transfer check: the tuned
-rate and its two neighbours one tier above the searched one, run before the final cells and reported,
-not acted on), `<frontier>_tuned_sizes`, `<frontier>_tuned_seeds_<tier>` and
+`<experiment>_edge_{tokens,lr}`, `<experiment>_transfer_<tier>_<family>` and
+`<experiment>_transfer_tokens_<tier>_<family>` (the transfer check at the frontier's highest tier: the
+tuned rate and its two neighbours, the tuned tokens per step's grid neighbours; run before the final
+cells and reported, not acted on), `<frontier>_tuned_sizes`, `<frontier>_tuned_seeds_<tier>` and
 `<frontier>_tuned_top_<tier>_seed<seed>` (one tier beyond the frontier's highest, two seeds, one
-sweep each; `--top-families` limits it) under `--root`. `--steps` picks a part of the chain (the protocol runs transfer and top on
+sweep each; `--top-families` limits it) under `--root`. `--steps` picks a part of the chain (the protocol runs top on
 Tiny Shakespeare only).
 
 Every finished job is also kept in the committed archive, `experiments/sweeps/<sweep>.jsonl`
@@ -106,8 +107,12 @@ class Chain:
         return parse_commands(final_commands(self._tuned(), Experiment(self.experiment), size_runs))
 
     def transfer(self) -> list[Sweep]:
-        """The transfer check: at the first tier above the searched one, each family's tuned setting and
-        its two rate neighbours (lr x/÷ 2) at the searched size, one seed; a sweep per family."""
+        """The transfer check: at the frontier's highest tier (where the setting inherited from the
+        searched tier has the most steps it was not tuned for), each family at the searched size, one
+        seed: its tuned setting and its two rate neighbours (lr x/÷ 2), one sweep; then its neighbours one
+        grid step away on the tokens-per-step axis at its tuned rate, a second sweep (`_transfer_tokens_`):
+        the tokens a step should hold grow with the budget (McCandlish et al. 2018), and a search at a
+        small budget favours the fewest."""
         from seqbench.final_cells import Experiment, flops_text
 
         experiment = Experiment(self.experiment)
@@ -115,13 +120,33 @@ class Chain:
         above = [t for t in experiment.tiers() if t > searched]
         if not above:
             return []
+        tier = flops_text(max(above))
+        grids = self._token_neighbours()
         out = []
         for family, setting in self._tuned().items():
             lr = float(setting["lr_scale"])
-            out.append((f"{self.experiment}_transfer_{flops_text(above[0])}_{family}",
-                        [f"experiment={self.experiment}", f"preset={experiment.presets[family]}", f"size={size}",
-                         f"budget.flops={flops_text(above[0])}", f"tune.lr_scale={lr / 2:g},{lr:g},{lr * 2:g}",
+            common = [f"experiment={self.experiment}", f"preset={experiment.presets[family]}", f"size={size}",
+                      f"budget.flops={tier}"]
+            out.append((f"{self.experiment}_transfer_{tier}_{family}",
+                        [*common, f"tune.lr_scale={lr / 2:g},{lr:g},{lr * 2:g}",
                          f"tune.tokens_per_step={setting['tokens_per_step']}"]))
+            if grids.get(family):
+                out.append((f"{self.experiment}_transfer_tokens_{tier}_{family}",
+                            [*common, f"tune.lr_scale={lr:g}", "tune.tokens_per_step=" + ",".join(map(str, grids[family]))]))
+        return out
+
+    def _token_neighbours(self) -> dict[str, list[int]]:
+        """family -> the grid's tokens-per-step values next to its best's (asked as the search asked them,
+        so they round to the same streams or windows), from the search with the most trials."""
+        from seqbench.report import read_local
+        from seqbench.tuning import searched
+
+        out = {}
+        for search in sorted(searched(read_local(self.search_dirs())), key=lambda s: len(s.trials)):
+            best, axis = search.best, search.tokens_axis
+            if best is not None and best.tokens_grid in axis:
+                i = axis.index(best.tokens_grid)
+                out[search.family] = [axis[j] for j in (i - 1, i + 1) if 0 <= j < len(axis)]
         return out
 
     def top(self) -> list[Sweep]:

@@ -130,12 +130,17 @@ def summary(runs) -> list[dict]:
     trial's CPU seconds, else its wall seconds) and wall time, and the best setting by the selection loss
     and the median loss of the completed trials. The runs are grouped and judged as the search's
     record judges them (`seqbench.analysis.tuning_search.searches`): a diverged trial is never the best."""
+    return [_row(search) for search in searched(runs)]
+
+
+def searched(runs) -> list:
+    """The tuning runs among `runs` as `seqbench.analysis.tuning_search.Search`es, one per (corpus,
+    family, size, budget) searched."""
     from seqbench.analysis.tuning_search import searches
     from seqbench.analysis.tuning_trials import from_run
 
-    tuned = [from_run(r) for r in runs
-             if r.metrics.get("tune/lr_scale") is not None or r.metrics.get("tune/tokens_per_step") is not None]
-    return [_row(search) for search in searches(tuned)]
+    return searches([from_run(r) for r in runs
+                     if r.metrics.get("tune/lr_scale") is not None or r.metrics.get("tune/tokens_per_step") is not None])
 
 
 def _row(search) -> dict:

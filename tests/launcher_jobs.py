@@ -9,3 +9,10 @@ def sleep_then_record(pid_file: str, seconds: float) -> int:
     with open(pid_file, "w") as f:
         f.write(f"{os.getpid()}\n")
     return os.getpid()
+
+
+def sleep_record_then_fail(pid_file: str, seconds: float) -> int:
+    """A job that ends by raising, as one stopped by SIGTERM does: Lightning's SIGTERMException is a
+    SystemExit, which Hydra's run_job does not catch."""
+    sleep_then_record(pid_file, seconds)
+    raise SystemExit("stopped by SIGTERM")

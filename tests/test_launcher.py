@@ -66,20 +66,22 @@ ORPHAN = """
 import os, signal, sys, threading
 sys.path.insert(0, {src!r}); sys.path.insert(0, {tests!r})
 from hydra_plugins.seqbench_launcher.resumable_launcher import run_in_fresh_process
-from launcher_jobs import sleep_then_record
+import launcher_jobs
 threading.Timer(1.0, os.kill, (os.getpid(), signal.SIGKILL)).start()  # the launcher dies mid-job
-run_in_fresh_process(sleep_then_record, {pid_file!r}, 2.0)
+run_in_fresh_process(launcher_jobs.{job}, {pid_file!r}, 2.0)
 """
 
 
-def test_a_job_whose_launcher_died_exits_when_it_ends(tmp_path):
-    # bug caught: the job's pool worker, orphaned by `kill -- -<pgid>` of a sweep, finished its job (its
-    # checkpoint saved) and then waited forever for a next task, a process left on the machine per job
+@pytest.mark.parametrize("job", ["sleep_then_record", "sleep_record_then_fail"])
+def test_a_job_whose_launcher_died_exits_when_it_ends(tmp_path, job):
+    # bugs caught: the job's pool worker, orphaned by `kill -- -<pgid>` of a sweep, finished its job (its
+    # checkpoint saved) and then waited forever for a next task, a process left on the machine per job;
+    # the same for a job that ends with an error, as one stopped by that SIGTERM does (seen 2026-11-29)
     import os
     import time
 
     pid_file = tmp_path / "worker.pid"
-    code = ORPHAN.format(src=str(ROOT / "src"), tests=str(ROOT / "tests"), pid_file=str(pid_file))
+    code = ORPHAN.format(src=str(ROOT / "src"), tests=str(ROOT / "tests"), pid_file=str(pid_file), job=job)
     assert subprocess.run([sys.executable, "-c", code], timeout=60).returncode == -9  # SIGKILLed
     deadline = time.monotonic() + 30
     while not (pid_file.is_file() and pid_file.read_text().endswith("\n")) and time.monotonic() < deadline:

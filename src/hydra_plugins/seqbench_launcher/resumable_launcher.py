@@ -92,10 +92,12 @@ def _run_with_threads(payload: bytes, threads: int | None) -> bytes:
 
 
 def _then_exit_if_orphaned(launcher_pid: int, fn, *args):
-    result = fn(*args)
-    if os.getppid() != launcher_pid:  # the launcher died during the job: nobody will read the result
-        os._exit(0)
-    return result
+    try:
+        return fn(*args)
+    finally:  # also when it raises: a job stopped by the SIGTERM that killed its launcher ends with Lightning's
+        # SIGTERMException, a SystemExit that Hydra's run_job lets through
+        if os.getppid() != launcher_pid:  # the launcher died during the job: nobody will read the result
+            os._exit(0)
 
 
 def run_in_fresh_process(fn, *args):

@@ -104,7 +104,7 @@ class Chain:
         from seqbench.report import read_local
 
         size_runs = read_local(sizes) if sizes else None
-        return parse_commands(final_commands(self._tuned(), Experiment(self.experiment), size_runs))
+        return parse_commands(final_commands(self._tuned(self._searches()), Experiment(self.experiment), size_runs))
 
     def transfer(self) -> list[Sweep]:
         """The transfer check: at the frontier's highest tier (where the setting inherited from the
@@ -121,9 +121,10 @@ class Chain:
         if not above:
             return []
         tier = flops_text(max(above))
-        grids = self._token_neighbours()
+        found = self._searches()
+        grids = _token_neighbours(found)
         out = []
-        for family, setting in self._tuned().items():
+        for family, setting in self._tuned(found).items():
             lr = float(setting["lr_scale"])
             common = [f"experiment={self.experiment}", f"preset={experiment.presets[family]}", f"size={size}",
                       f"budget.flops={tier}"]
@@ -133,20 +134,6 @@ class Chain:
             if grids.get(family):
                 out.append((f"{self.experiment}_transfer_tokens_{tier}_{family}",
                             [*common, f"tune.lr_scale={lr:g}", "tune.tokens_per_step=" + ",".join(map(str, grids[family]))]))
-        return out
-
-    def _token_neighbours(self) -> dict[str, list[int]]:
-        """family -> the grid's tokens-per-step values next to its best's (asked as the search asked them,
-        so they round to the same streams or windows), from the search with the most trials."""
-        from seqbench.report import read_local
-        from seqbench.tuning import searched
-
-        out = {}
-        for search in sorted(searched(read_local(self.search_dirs())), key=lambda s: len(s.trials)):
-            best, axis = search.best, search.tokens_axis
-            if best is not None and best.tokens_grid in axis:
-                i = axis.index(best.tokens_grid)
-                out[search.family] = [axis[j] for j in (i - 1, i + 1) if 0 <= j < len(axis)]
         return out
 
     def top(self) -> list[Sweep]:
@@ -162,7 +149,7 @@ class Chain:
         experiment = Experiment(self.experiment)
         highest = max(experiment.tiers())
         chosen = chosen_sizes(read_local([self.root / f"{experiment.frontier}_tuned_sizes"]))
-        settings = {f: {**s, "size": chosen[(f, highest)]} for f, s in self._tuned().items()
+        settings = {f: {**s, "size": chosen[(f, highest)]} for f, s in self._tuned(self._searches()).items()
                     if (f, highest) in chosen and (not self.top_families or f in self.top_families)}
         if not settings:
             return []
@@ -171,11 +158,19 @@ class Chain:
         return parse_commands([command(f"{experiment.frontier}_tuned_top_{tier}_seed{seed}", experiment,
                                        [highest * 10], str(seed), settings) for seed in (first_seed, 2)])
 
-    def _tuned(self) -> dict[str, dict]:
+    def _searches(self) -> list:
+        """The search's runs (its grid and the grid's extension) as `Search`es: read once for a step,
+        which takes both the tuned settings and the grid around them from them."""
         from seqbench.report import read_local
-        from seqbench.tuning import per_family, summary
+        from seqbench.tuning import searched
 
-        return per_family(summary(read_local(self.search_dirs())))
+        return searched(read_local(self.search_dirs()))
+
+    @staticmethod
+    def _tuned(searches: list) -> dict[str, dict]:
+        from seqbench.tuning import per_family, rows
+
+        return per_family(rows(searches))
 
     def ready(self, step: str) -> bool:
         """Whether a step's sweeps can be computed yet (for the dry run; the chain itself runs the steps in
@@ -196,6 +191,18 @@ class Chain:
 
     STEPS = ("search", "untuned", "edges", "transfer", "sizes", "seeds", "top")
     top_families: tuple[str, ...] = ()
+
+
+def _token_neighbours(searches: list) -> dict[str, list[int]]:
+    """family -> the grid's tokens-per-step values next to its best's (asked as the search asked them,
+    so they round to the same streams or windows), from the search with the most trials."""
+    out = {}
+    for search in sorted(searches, key=lambda s: len(s.trials)):
+        best, axis = search.best, search.tokens_axis
+        if best is not None and best.tokens_grid in axis:
+            i = axis.index(best.tokens_grid)
+            out[search.family] = [axis[j] for j in (i - 1, i + 1) if 0 <= j < len(axis)]
+    return out
 
 
 def _archived(archive: str, sweep: str) -> str:

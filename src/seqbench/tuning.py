@@ -130,7 +130,12 @@ def summary(runs) -> list[dict]:
     trial's CPU seconds, else its wall seconds) and wall time, and the best setting by the selection loss
     and the median loss of the completed trials. The runs are grouped and judged as the search's
     record judges them (`seqbench.analysis.tuning_search.searches`): a diverged trial is never the best."""
-    return [_row(search) for search in searched(runs)]
+    return rows(searched(runs))
+
+
+def rows(searches: list) -> list[dict]:
+    """`summary`'s rows for `Search`es already read (`searched`)."""
+    return [_row(search) for search in searches]
 
 
 def searched(runs) -> list:

@@ -119,19 +119,71 @@ def test_failed_jobs_reads_the_last_outcome_of_each_job(tmp_path):
     assert failed_jobs(tmp_path) == [2]
 
 
-def test_the_transfer_check_runs_each_tuned_setting_and_its_neighbours_at_the_highest_tier(tmp_path):
+def test_the_transfer_check_runs_each_tuned_setting_and_its_neighbours_at_every_other_tier_the_highest_first(tmp_path):
     # bugs caught: the neighbours taken around the recipe's rate (lr x 1) rather than the tuned one; the
-    # check run at the searched tier (it would check nothing), at PTB's first tier above it (3e12: the
-    # PTB recurrent nets' inherited 128 tokens a step held there and failed at 1e13) or at another size
-    # than the searched one; the tokens axis left unchecked, or its neighbours taken off the grid
-    for experiment, corpus, tier in (("tune_frontier", "shakespeare", "1e13"), ("tune_frontier_ptb", "ptb", "1e13")):
+    # check run at the searched tier (it would check nothing), at PTB's first tier above it only (3e12: the
+    # PTB recurrent nets' inherited 128 tokens a step held there and failed at 1e13), a tier left
+    # unchecked (its cells would train with a setting nobody tried there), or at another size than the
+    # searched one; the tokens axis left unchecked, or its neighbours taken off the grid
+    for experiment, corpus, tiers in (("tune_frontier", "shakespeare", ("1e13", "1e11")),
+                                      ("tune_frontier_ptb", "ptb", ("1e13", "3e12"))):
         base = tmp_path / corpus / experiment
         grid(base, LSTM, [1, 2, 4], [256, 512, 1024], {(2, 512): 1.5}, corpus=corpus, heldout=corpus == "shakespeare")
-        (rates, rates_overrides), (tokens, tokens_overrides) = Chain(experiment, tmp_path / corpus).transfer()
-        common = [f"experiment={experiment}", f"preset=frontier/{corpus}/{LSTM}", "size=m", f"budget.flops={tier}"]
-        assert rates == f"{experiment}_transfer_{tier}_{LSTM}" and tokens == f"{experiment}_transfer_tokens_{tier}_{LSTM}"
-        assert rates_overrides == [*common, "tune.lr_scale=1,2,4", "tune.tokens_per_step=501"]  # the tokens the best's steps held
-        assert tokens_overrides == [*common, "tune.lr_scale=2", "tune.tokens_per_step=256,1024"]  # the grid's, as asked
+        sweeps = Chain(experiment, tmp_path / corpus).transfer()
+        assert len(sweeps) == 4
+        for tier, ((rates, rates_overrides), (tokens, tokens_overrides)) in zip(tiers, (sweeps[:2], sweeps[2:])):
+            common = [f"experiment={experiment}", f"preset=frontier/{corpus}/{LSTM}", "size=m", f"budget.flops={tier}"]
+            assert rates == f"{experiment}_transfer_{tier}_{LSTM}" and tokens == f"{experiment}_transfer_tokens_{tier}_{LSTM}"
+            assert rates_overrides == [*common, "tune.lr_scale=1,2,4", "tune.tokens_per_step=501"]  # the tokens the best's steps held
+            assert tokens_overrides == [*common, "tune.lr_scale=2", "tune.tokens_per_step=256,1024"]  # the grid's, as asked
+
+
+def test_a_tier_where_the_transfer_check_found_a_better_setting_trains_its_final_cells_with_it(tmp_path):
+    # bugs caught: the final cells trained at every tier with the setting searched at 1e12 whatever the
+    # check found (PTB's small GRU: perplexity 401 at 1e13 against its untuned recipe's 177); a diverged
+    # trial chosen for its low loss before it blew up; a tier whose tuned setting held given a new sweep;
+    # the size chosen at a moved tier from the runs at the superseded setting (here the old setting's
+    # size s has the lowest loss of all, 1.0), and those runs' seeds then spent on a setting not used
+    from seqbench.report import read_local
+    from seqbench.transfer import checks, markdown, per_tier
+
+    grid(tmp_path / "tune_frontier", LSTM, [1, 2, 4], [256, 512, 1024], {(2, 512): 1.5}, corpus="shakespeare", heldout=True)
+    shakespeare = {"corpus": "shakespeare", "heldout": True}
+    rates, tokens = tmp_path / "tune_frontier_transfer_1e13_lstm", tmp_path / "tune_frontier_transfer_tokens_1e13_lstm"
+    for n, (lr, loss) in enumerate([(1, 1.48), (2, 1.45), (4, 1.0)]):
+        d = job(rates, n, LSTM, lr, 512, loss=loss, budget=1e13, **shakespeare)
+    metrics = json.loads((d / "metrics.json").read_text())  # lr x 8 blew up after its best validation (null: NaN)
+    (d / "metrics.json").write_text(json.dumps({**metrics, "val/loss": None, "train/loss": None}))
+    for n, (t, loss) in enumerate([(256, 1.50), (1024, 1.40)]):
+        job(tokens, n, LSTM, 2, t, loss=loss, budget=1e13, **shakespeare)
+    low = tmp_path / "tune_frontier_transfer_1e11_lstm"
+    for n, (lr, loss) in enumerate([(1, 1.9), (2, 1.8), (4, 1.85)]):  # at 1e11 the tuned setting holds
+        job(low, n, LSTM, lr, 512, loss=loss, budget=1e11, **shakespeare)
+    chain = Chain("tune_frontier", tmp_path)
+    tuned = {LSTM: {"lr_scale": 2.0, "tokens_per_step": 501}}
+    found = checks(read_local(chain.transfer_dirs()), tuned)
+    assert per_tier(tuned, found) == {(LSTM, 1e13): {"lr_scale": 2.0, "tokens_per_step": 1013}}
+    assert found[(LSTM, 1e13)].gain == pytest.approx(0.05) and found[(LSTM, 1e11)].held
+    assert "| lstm | 1e+13 | lr x 2, 501 tokens | 1.4500 | lr x 2, 1013 tokens | 1.4000 | 0.0500 | 5 of 5 |" in markdown(found)
+
+    (base, base_overrides), (moved, moved_overrides) = chain.sizes()
+    assert base == "frontier_tuned_sizes" and f"tune.per_family={{{LSTM}:{{lr_scale:2,tokens_per_step:501}}}}" in base_overrides
+    assert moved == "frontier_tuned_sizes_1e13" and "budget.flops=1e13" in moved_overrides
+    assert f"tune.per_family={{{LSTM}:{{lr_scale:2,tokens_per_step:1013}}}}" in moved_overrides
+
+    n = 0
+    for sweep, tier, grid_tokens, size, loss in [("frontier_tuned_sizes", 1e12, 512, "s", 1.0), ("frontier_tuned_sizes", 1e12, 512, "l", 2.0),
+                                                  ("frontier_tuned_sizes", 1e13, 512, "s", 1.0), ("frontier_tuned_sizes", 1e13, 512, "l", 2.0),
+                                                  ("frontier_tuned_sizes_1e13", 1e13, 1024, "s", 1.6), ("frontier_tuned_sizes_1e13", 1e13, 1024, "l", 1.5)]:
+        d = job(tmp_path / sweep, n, LSTM, 2, grid_tokens, loss=loss, budget=tier, **shakespeare)
+        metrics = json.loads((d / "metrics.json").read_text())
+        (d / "metrics.json").write_text(json.dumps({**metrics, "tune/size": size}))
+        n += 1
+    seeds = dict(chain.seeds())
+    assert f"tune.per_family={{{LSTM}:{{lr_scale:2,tokens_per_step:501,size:s}}}}" in seeds["frontier_tuned_seeds_1e12"]
+    assert f"tune.per_family={{{LSTM}:{{lr_scale:2,tokens_per_step:1013,size:l}}}}" in seeds["frontier_tuned_seeds_1e13"]
+    ((_, top),) = chain.top()[:1]
+    assert f"tune.per_family={{{LSTM}:{{lr_scale:2,tokens_per_step:1013,size:l}}}}" in top
 
 
 def test_the_top_tier_runs_each_family_at_the_size_chosen_at_the_highest_tier_with_two_seeds(tmp_path):
@@ -142,9 +194,9 @@ def test_the_top_tier_runs_each_family_at_the_size_chosen_at_the_highest_tier_wi
     grid(tmp_path / "tune_frontier", GPT, [1, 2], [256, 512], {(1, 256): 1.6}, start=4, corpus="shakespeare", heldout=True)
     sizes = tmp_path / "frontier_tuned_sizes"
     n = 0
-    for family in (LSTM, GPT):
+    for family, lr, tokens in ((LSTM, 2, 512), (GPT, 1, 256)):  # each at its tuned setting, as the final runs train
         for budget, size, loss in [(1e12, "s", 1.0), (1e12, "l", 2.0), (1e13, "s", 2.0), (1e13, "l", 1.0)]:
-            d = job(sizes, n, family, 1, None, loss=loss, budget=budget, corpus="shakespeare", heldout=True)
+            d = job(sizes, n, family, lr, tokens, loss=loss, budget=budget, corpus="shakespeare", heldout=True)
             metrics = json.loads((d / "metrics.json").read_text())
             (d / "metrics.json").write_text(json.dumps({**metrics, "tune/size": size}))
             n += 1

@@ -52,7 +52,8 @@ def _sizes(tmp_path):
             ("gpt", 1e12, "s", 1.90, 1.90, "completed"), ("gpt", 1e12, "m", 1.70, 1.75, "completed"),
             ("gpt", 1e12, "l", 1.75, 1.65, "completed")]
     for n, (family, budget, size, val, test, status) in enumerate(runs):
-        _job(root, n, family, {"status": status, "tune/lr_scale": 1.0, "tune/tokens_per_step": 512,
+        tuned = {"lstm": (2.0, 512), "gpt": (0.5, 1024)}[family]  # the search's setting: what the size runs train with
+        _job(root, n, family, {"status": status, "tune/lr_scale": tuned[0], "tune/tokens_per_step": tuned[1],
                                "budget/flops": budget, "params_non_embedding": PARAMS[size], "val/loss_best": val,
                                "test/loss": test},
              f"size={size} budget.flops={budget:g} seed=1234 'tune.per_family={{lstm:{{lr_scale:2}}}}'")

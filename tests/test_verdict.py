@@ -111,3 +111,22 @@ def test_the_report_puts_the_verdict_table_first(tmp_path):
     assert f"1.720 ± 0.020 [{1.72 - 0.02 * HALF_3:.3f}, {1.72 + 0.02 * HALF_3:.3f}] (0.001M, n=3, no test)" in text
     page = (tmp_path / "out" / "report.md").read_text()
     assert page.index("### Verdict") < page.index("### Lower envelope")
+
+
+def test_runs_at_two_tuned_settings_are_two_cells_never_seeds_of_one():
+    # bug caught: the cell keyed by (family, size, budget) alone, so a tier's final runs at the setting
+    # the transfer check chose pooled with the one run at the tuned setting it superseded: a "seed" of
+    # another configuration in the mean and the interval, and the table's row mixing the two
+    new = [_run("lstm", 1000, 1e13, v, seed=s) for s, v in ((1, 5.0), (2, 5.1), (3, 5.2))]
+    old = _run("lstm", 1000, 1e13, 6.0, seed=1)
+    for r in new:
+        r.metrics.update({"tune/lr_scale": 2.0, "tune/tokens_per_step": 1013})
+    old.metrics.update({"tune/lr_scale": 2.0, "tune/tokens_per_step": 501})
+    cs = verdict.cells([old, *new])
+    assert sorted(len(c.selection) for c in cs) == [1, 3]
+    (entry,) = verdict.verdict(cs, 1e13).entries.values()
+    assert entry.interval.mean == pytest.approx(5.1)  # the chosen setting's seeds, not 5.325 over four runs
+    from seqbench.report import configurations
+    assert sorted(configurations([old, *new])) == ["lstm 0.001M @ 1e+13 (lr x 2, 1013 tok)", "lstm 0.001M @ 1e+13 (lr x 2, 501 tok)"]
+    assert sorted(c.label for c in frontier.configs([old, *new])) == ["lstm 0.001M @ 1e+13 (lr x 2, 1013 tok)",
+                                                                      "lstm 0.001M @ 1e+13 (lr x 2, 501 tok)"]

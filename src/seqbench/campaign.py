@@ -17,9 +17,11 @@ A failed job is launched again, up to `ATTEMPTS` launches; one that failed at ea
 
 The sweeps, in the chain's order, are named `<experiment>`, `<experiment>_untuned`,
 `<experiment>_edge_{tokens,lr}`, `<experiment>_transfer_<tier>_<family>` and
-`<experiment>_transfer_tokens_<tier>_<family>` (the transfer check at the frontier's highest tier: the
-tuned rate and its two neighbours, the tuned tokens per step's grid neighbours; run before the final
-cells and reported, not acted on), `<frontier>_tuned_sizes`, `<frontier>_tuned_seeds_<tier>` and
+`<experiment>_transfer_tokens_<tier>_<family>` (the transfer check at every tier the search did not run
+at, the highest first: the tuned rate and its two neighbours, the tuned tokens per step's grid
+neighbours; the best checked trial is the family's setting at that tier, `seqbench.transfer`),
+`<frontier>_tuned_sizes` (and `<frontier>_tuned_sizes_<tier>` for the families whose setting moved at a
+tier), `<frontier>_tuned_seeds_<tier>` and
 `<frontier>_tuned_top_<tier>_seed<seed>` (one tier beyond the frontier's highest, two seeds, one
 sweep each; `--top-families` limits it) under `--root`. `--steps` picks a part of the chain (the protocol runs top on
 Tiny Shakespeare only).
@@ -94,62 +96,83 @@ class Chain:
         return self._final(None)
 
     def seeds(self) -> list[Sweep]:
+        return self._final(self.size_dirs())
+
+    def size_dirs(self) -> list[Path]:
+        """The size-selection sweeps: `<frontier>_tuned_sizes` and one `<frontier>_tuned_sizes_<tier>` per
+        tier where the transfer check moved a family's setting."""
         from seqbench.final_cells import Experiment
 
         name = f"{Experiment(self.experiment).frontier}_tuned_sizes"
-        return self._final([self.root / name])
+        found = sorted(self.root.glob(f"{name}_*")) if self.root.is_dir() else []
+        return [d for d in [self.root / name, *found] if d.is_dir()]
+
+    def transfer_dirs(self) -> list[Path]:
+        return sorted(self.root.glob(f"{self.experiment}_transfer_*")) if self.root.is_dir() else []
 
     def _final(self, sizes: list[Path] | None) -> list[Sweep]:
         from seqbench.final_cells import Experiment, final_commands
         from seqbench.report import read_local
 
         size_runs = read_local(sizes) if sizes else None
-        return parse_commands(final_commands(self._tuned(self._searches()), Experiment(self.experiment), size_runs))
+        tuned, moved = self._settings()
+        return parse_commands(final_commands(tuned, Experiment(self.experiment), size_runs, moved=moved))
+
+    def _settings(self) -> tuple[dict[str, dict], dict[tuple[str, float], dict]]:
+        """Each family's tuned setting, and where the transfer check moved it at a tier, the one it chose
+        there (`seqbench.transfer`)."""
+        from seqbench.report import read_local
+        from seqbench.transfer import checks, per_tier
+
+        tuned, dirs = self._tuned(self._searches()), self.transfer_dirs()
+        return tuned, per_tier(tuned, checks(read_local(dirs), tuned)) if dirs else {}
 
     def transfer(self) -> list[Sweep]:
-        """The transfer check: at the frontier's highest tier (where the setting inherited from the
-        searched tier has the most steps it was not tuned for), each family at the searched size, one
-        seed: its tuned setting and its two rate neighbours (lr x/÷ 2), one sweep; then its neighbours one
-        grid step away on the tokens-per-step axis at its tuned rate, a second sweep (`_transfer_tokens_`):
-        the tokens a step should hold grow with the budget (McCandlish et al. 2018), and a search at a
-        small budget favours the fewest."""
+        """The transfer check, at every tier of the frontier the search did not run at, the highest first
+        (where the inherited setting has the most steps it was not tuned for): each family at the searched
+        size, one seed: its tuned setting and its two rate neighbours (lr x/÷ 2), one sweep; then its
+        neighbours one grid step away on the tokens-per-step axis at its tuned rate, a second sweep
+        (`_transfer_tokens_`): the tokens a step should hold grow with the budget (McCandlish et al.
+        2018), and a search at a small budget favours the fewest. The best checked trial is the family's
+        setting at that tier (`seqbench.transfer`)."""
         from seqbench.final_cells import Experiment, flops_text
 
         experiment = Experiment(self.experiment)
         searched, size = _searched(self.experiment)
-        above = [t for t in experiment.tiers() if t > searched]
-        if not above:
-            return []
-        tier = flops_text(max(above))
         found = self._searches()
         grids = _token_neighbours(found)
         out = []
-        for family, setting in self._tuned(found).items():
-            lr = float(setting["lr_scale"])
-            common = [f"experiment={self.experiment}", f"preset={experiment.presets[family]}", f"size={size}",
-                      f"budget.flops={tier}"]
-            out.append((f"{self.experiment}_transfer_{tier}_{family}",
-                        [*common, f"tune.lr_scale={lr / 2:g},{lr:g},{lr * 2:g}",
-                         f"tune.tokens_per_step={setting['tokens_per_step']}"]))
-            if grids.get(family):
-                out.append((f"{self.experiment}_transfer_tokens_{tier}_{family}",
-                            [*common, f"tune.lr_scale={lr:g}", "tune.tokens_per_step=" + ",".join(map(str, grids[family]))]))
+        for tier in sorted((t for t in experiment.tiers() if t != searched), reverse=True):
+            for family, setting in self._tuned(found).items():
+                lr = float(setting["lr_scale"])
+                common = [f"experiment={self.experiment}", f"preset={experiment.presets[family]}", f"size={size}",
+                          f"budget.flops={flops_text(tier)}"]
+                out.append((f"{self.experiment}_transfer_{flops_text(tier)}_{family}",
+                            [*common, f"tune.lr_scale={lr / 2:g},{lr:g},{lr * 2:g}",
+                             f"tune.tokens_per_step={setting['tokens_per_step']}"]))
+                if grids.get(family):
+                    out.append((f"{self.experiment}_transfer_tokens_{flops_text(tier)}_{family}",
+                                [*common, f"tune.lr_scale={lr:g}",
+                                 "tune.tokens_per_step=" + ",".join(map(str, grids[family]))]))
         return out
 
     def top(self) -> list[Sweep]:
         """One tier beyond the frontier's highest: each family (of `self.top_families`, all by default) at
-        the size chosen at the highest tier, with its tuned setting, two seeds, one sweep per seed. A
+        the size chosen at the highest tier, with its setting there (the transfer check's, where it moved
+        the tuned one: the nearest tier checked), two seeds, one sweep per seed. A
         multirun varies its last key fastest (the seed), so one sweep of both seeds would run every seed
         of one family before the next family: the tier's runs take several sessions, and a chain stopped
         half-way would leave some families with two seeds and others with none. Seed by seed, every
         family has its first number before any has its second."""
         from seqbench.final_cells import Experiment, chosen_sizes, command, flops_text
         from seqbench.report import read_local
+        from seqbench.transfer import setting_at
 
         experiment = Experiment(self.experiment)
         highest = max(experiment.tiers())
-        chosen = chosen_sizes(read_local([self.root / f"{experiment.frontier}_tuned_sizes"]))
-        settings = {f: {**s, "size": chosen[(f, highest)]} for f, s in self._tuned(self._searches()).items()
+        tuned, moved = self._settings()
+        chosen = chosen_sizes(read_local(self.size_dirs()), lambda f, t: setting_at(tuned, moved, f, t) if f in tuned else None)
+        settings = {f: {**setting_at(tuned, moved, f, highest), "size": chosen[(f, highest)]} for f in tuned
                     if (f, highest) in chosen and (not self.top_families or f in self.top_families)}
         if not settings:
             return []
@@ -175,8 +198,9 @@ class Chain:
     def ready(self, step: str) -> bool:
         """Whether a step's sweeps can be computed yet (for the dry run; the chain itself runs the steps in
         order): the untuned recipes and the grid's extension read the search; the transfer check and the
-        sizes read the extension as well (before it, they would come from the base grid alone); the seeds
-        and the top tier read the sizes' runs."""
+        sizes read the extension as well (before it, they would come from the base grid alone; the sizes'
+        sweeps of the tiers the transfer check moved come from the check so far); the seeds and the top
+        tier read every size sweep's runs."""
         from seqbench.final_cells import Experiment
 
         def done(name: str) -> bool:
@@ -187,7 +211,9 @@ class Chain:
         if step in ("untuned", "edges"):
             return done(self.experiment)
         extended = done(self.experiment) and all(done(name) for name, _ in self.edges())
-        return extended and (step in ("transfer", "sizes") or done(f"{Experiment(self.experiment).frontier}_tuned_sizes"))
+        if not extended or step in ("transfer", "sizes"):
+            return extended
+        return all(done(name) for name, _ in self.sizes())
 
     STEPS = ("search", "untuned", "edges", "transfer", "sizes", "seeds", "top")
     top_families: tuple[str, ...] = ()

@@ -47,8 +47,10 @@ def size_of(run) -> str | None:
     return found.group(1) if found else None
 
 
-def chosen_sizes(runs) -> dict[tuple[str, float], str]:
-    """(family, budget tier) -> the size whose completed run has the lowest selection loss at that tier."""
+def chosen_sizes(runs, setting=None) -> dict[tuple[str, float], str]:
+    """(family, budget tier) -> the size whose completed run has the lowest selection loss at that tier.
+    `setting(family, tier)`, where given, is the setting the tier's cells train with: a run at another
+    (one the transfer check superseded at that tier) is no candidate."""
     from seqbench.analysis.tuning_trials import status_of
     from seqbench.verdict import selection_loss
 
@@ -59,10 +61,24 @@ def chosen_sizes(runs) -> dict[tuple[str, float], str]:
         loss = None if run.failed or status_of(run.metrics) == "diverged" else selection_loss(run)
         if budget is None or size is None or loss is None or not math.isfinite(loss):
             continue
+        if setting is not None and not ran_with(run, setting(run.family, float(budget))):
+            continue
         key = (run.family, float(budget))
         if key not in best or loss < best[key][0]:
             best[key] = (loss, size)
     return {key: size for key, (_, size) in best.items()}
+
+
+def ran_with(run, setting: dict | None) -> bool:
+    """Whether a final run trained with `setting` (its recorded `tune/lr_scale` and `tune/tokens_per_step`);
+    any run where there is no setting to match (a family without one)."""
+    from seqbench.transfer import same_setting
+
+    if setting is None:
+        return True
+    tokens = run.metrics.get("tune/tokens_per_step")
+    used = {"lr_scale": run.metrics.get("tune/lr_scale"), "tokens_per_step": None if tokens is None else round(tokens)}
+    return same_setting(used, setting)
 
 
 def flops_text(budget: float) -> str:
@@ -128,23 +144,39 @@ def command(name: str, experiment: Experiment, budgets: list[float], seeds: str,
 
 
 def final_commands(tuned: dict[str, dict], experiment: Experiment, size_runs=None, seeds: str = "2,3",
-                   budgets: list[float] | None = None, name: str | None = None) -> list[str]:
+                   budgets: list[float] | None = None, name: str | None = None,
+                   moved: dict[tuple[str, float], dict] | None = None) -> list[str]:
     """The lines to print: comments and commands. Without `size_runs`, the size-selection sweep; with
-    them, one seeds sweep per tier at each family's chosen size."""
+    them, one seeds sweep per tier at each family's chosen size. `moved`: (family, tier) -> the setting
+    the transfer check chose there where it is not the tuned one (`seqbench.transfer.per_tier`); those
+    cells get a size-selection sweep of their own per tier (`<name>_sizes_<tier>`: the first sweep's
+    runs at that tier were trained with the tuned setting, and are passed over), and their seeds train
+    with it."""
+    from seqbench.transfer import setting_at
+
     name = name or f"{experiment.frontier}_tuned"
+    moved = moved or {}
     first_seed = OmegaConf.load(experiment.conf_dir / "train.yaml").seed
     if size_runs is None:
         tiers = budgets or experiment.tiers()
-        return [f"# size selection: each family's sizes once (seed {first_seed}) with its tuned setting, every tier",
-                command(f"{name}_sizes", experiment, tiers, str(first_seed), tuned,
-                        (f"size={','.join(experiment.sizes)}",)),
-                f"# then: python -m seqbench.tuning final <search dirs> --sizes outputs/sweeps/{name}_sizes "
-                f"--corpus-experiment {experiment.name}"]
-    chosen = chosen_sizes(size_runs)
+        lines = [f"# size selection: each family's sizes once (seed {first_seed}) with its tuned setting, every tier",
+                 command(f"{name}_sizes", experiment, tiers, str(first_seed), tuned,
+                         (f"size={','.join(experiment.sizes)}",))]
+        for budget in tiers:
+            own = {f: moved[(f, budget)] for f in order(tuned) if (f, budget) in moved}
+            if own:
+                lines += [f"# {flops_text(budget)} FLOPs: the transfer check moved {', '.join(own)}: their sizes "
+                          f"again with the setting chosen there",
+                          command(f"{name}_sizes_{flops_text(budget)}", experiment, [budget], str(first_seed), own,
+                                  (f"size={','.join(experiment.sizes)}",))]
+        return lines + [f"# then: python -m seqbench.tuning final <search dirs> --sizes outputs/sweeps/{name}_sizes* "
+                        f"--corpus-experiment {experiment.name}"]
+    chosen = chosen_sizes(size_runs, lambda family, tier: setting_at(tuned, moved, family, tier) if family in tuned else None)
     tiers = budgets or sorted({budget for _, budget in chosen})
     lines = []
     for budget in tiers:
-        settings = {f: {**tuned[f], "size": chosen[(f, budget)]} for f in order(tuned) if (f, budget) in chosen}
+        settings = {f: {**setting_at(tuned, moved, f, budget), "size": chosen[(f, budget)]}
+                    for f in order(tuned) if (f, budget) in chosen}
         missing = [f for f in order(tuned) if (f, budget) not in chosen]
         said = [f"the size with the lowest selection loss (seed {first_seed}): "
                 + ", ".join(f"{f} {s['size']}" for f, s in settings.items())] if settings else []

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import math
 import statistics
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -51,10 +52,11 @@ class Config:
     budget: float | None
     points: list[dict] = field(default_factory=list)  # {"flops", "time", "loss", "sd", "n"} per validation
     clock: str = WALL_CLOCK  # the curve key "time" was read from: the same for every configuration of a table
+    setting: str = ""  # the tuned setting, where runs of the same size and budget trained at several
 
     @property
     def label(self) -> str:
-        return config_label(self.family, self.params, self.budget)
+        return config_label(self.family, self.params, self.budget) + (f" ({self.setting})" if self.setting else "")
 
 
 def loss_of(row: dict) -> float | None:
@@ -65,15 +67,18 @@ def loss_of(row: dict) -> float | None:
 
 def configs(runs) -> list[Config]:
     """Seeds grouped into configurations, their curves averaged per validation (only runs with FLOPs)."""
+    from seqbench.transfer import run_setting, run_setting_text
+
     grouped: dict[tuple, list] = {}
     for run in runs:
         if run.failed or not any(row.get("train/flops") is not None for row in run.curve):
             continue
-        key = (run.family, run.metrics.get("params_non_embedding"), run.metrics.get("budget/flops"))
+        key = (run.family, run.metrics.get("params_non_embedding"), run.metrics.get("budget/flops"), run_setting(run.metrics))
         grouped.setdefault(key, []).append(run)
     clock = common_clock([(r.metrics.get("device"), r.curve) for rs in grouped.values() for r in rs])
+    shared = Counter(key[:3] for key in grouped)  # a size and budget trained at more than one setting
     out = []
-    for (family, params, budget), rs in sorted(grouped.items(), key=lambda kv: tuple(str(k) for k in kv[0])):
+    for (family, params, budget, setting), rs in sorted(grouped.items(), key=lambda kv: tuple(str(k) for k in kv[0])):
         curves = [[row for row in r.curve if row.get("train/flops") is not None and loss_of(row) is not None]
                   for r in rs]
         points = []
@@ -85,7 +90,8 @@ def configs(runs) -> list[Config]:
                            "time": statistics.fmean(times) if times else None,
                            "loss": statistics.fmean(losses),
                            "sd": statistics.stdev(losses) if len(losses) > 1 else None, "n": len(losses)})
-        out.append(Config(family, params, budget, points, clock))
+        named = run_setting_text(setting) if shared[(family, params, budget)] > 1 else ""
+        out.append(Config(family, params, budget, points, clock, named))
     return out
 
 

@@ -189,15 +189,22 @@ def configurations(runs: list[Run]) -> dict[str, list[Run]]:
     trains every family at several sizes to several FLOPs budgets; one mean ± sd over all of them
     would mix a 50k-parameter 1e11 run with a 0.8M 1e13 one and mean nothing, so each (non-embedding
     parameters, budget) of a family is its own row ("lstm 0.2M @ 1e+12") and only its seeds are
-    summarised. A family at one size and budget keeps its plain name."""
+    summarised; where a size and budget trained at several tuned settings (the search's trials, or a
+    tier's final runs beside those the transfer check superseded), each setting is its own row. A family
+    at one size, budget and setting keeps its plain name."""
+    from seqbench.transfer import run_setting, run_setting_text
+
     out: dict[str, list[Run]] = {}
     for family, rs in families(runs).items():
-        keys = {(r.metrics.get("params_non_embedding"), r.metrics.get("budget/flops")) for r in rs}
+        keys = {(r.metrics.get("params_non_embedding"), r.metrics.get("budget/flops"), run_setting(r.metrics)) for r in rs}
         for r in rs:
             if len(keys) == 1:
                 out.setdefault(family, []).append(r)
                 continue
-            name = config_label(family, r.metrics.get("params_non_embedding"), r.metrics.get("budget/flops"))
+            params, budget, setting = r.metrics.get("params_non_embedding"), r.metrics.get("budget/flops"), run_setting(r.metrics)
+            name = config_label(family, params, budget)
+            if sum(k[:2] == (params, budget) for k in keys) > 1:  # seeds of one setting, never two settings pooled
+                name += f" ({run_setting_text(setting)})"
             out.setdefault(name, []).append(r)
     return out
 

@@ -93,15 +93,18 @@ class Cell:
 
 
 def cells(runs) -> list[Cell]:
-    """Completed runs with a FLOPs budget grouped into (family, size, budget) cells, seeds pooled."""
+    """Completed runs with a FLOPs budget grouped into (family, size, budget) cells, seeds pooled; runs
+    at two tuned settings (`seqbench.transfer.run_setting`) are two cells of the same size."""
+    from seqbench.transfer import run_setting
+
     out: dict[tuple, Cell] = {}
     for run in runs:
         budget = run.metrics.get("budget/flops")
         select = selection_loss(run)
         if run.failed or not budget or select is None:
             continue
-        key = (run.family, run.metrics.get("params_non_embedding"), float(budget))
-        cell = out.setdefault(key, Cell(*key))
+        key = (run.family, run.metrics.get("params_non_embedding"), float(budget), run_setting(run.metrics))
+        cell = out.setdefault(key, Cell(*key[:3]))
         score = _loss(run.metrics, "test")
         cell.selection.append(select)
         cell.score.append(score if score is not None else select)

@@ -9,8 +9,8 @@ about 2x low; the plan and its cuts need the runs' own numbers. Per step of the 
   `hydra.sweeper.params` and the command line's axes (which win), their cartesian product
   (`tuning_trials.sweep_axes`). Where not, the protocol's rule, with tiers, sizes and families read
   from `final_cells.Experiment` (its presets are the registry's compared families): sizes = family x
-  size x tier; seeds = family x tier x 2; transfer = family x 3 rates at the first tier above the
-  searched one; top = the top families x 2 seeds at 10 x the highest tier. The edges step before the
+  size x tier; seeds = family x tier x 2; transfer = family x 5 settings (3 rates, 2 tokens
+  neighbours) at every tier but the searched one; top = the top families x 2 seeds at 10 x the highest tier. The edges step before the
   search has finished is computed from the search so far (provisional: a best may still move).
 - **finished:** jobs of the step's sweep directories whose `metrics.json` says `completed` (a diverged
   run completed too: it ran its budget). A failed job is launched again by the campaign, so it stays
@@ -64,10 +64,10 @@ def rule_jobs(step: str, experiment, families: list[str], top_families: tuple[st
               searched: float) -> list[Job]:
     """The protocol's count for a step whose sweeps depend on results not there yet."""
     tiers = experiment.tiers()
-    above = [t for t in tiers if t > searched]
+    others = [t for t in tiers if t != searched]
     per_step = {"sizes": [(f, t) for f in families for _ in experiment.sizes for t in tiers],
                 "seeds": [(f, t) for f in families for t in tiers for _ in range(2)],
-                "transfer": [(f, above[0]) for f in families for _ in range(3)] if above else [],
+                "transfer": [(f, t) for f in families for t in others for _ in range(5)],
                 "top": [(f, max(tiers) * 10) for f in families if not top_families or f in top_families] * 2}
     return per_step[step]
 
@@ -185,7 +185,8 @@ def _sweep_dirs(chain, frontier: str) -> dict[str, list[Path]]:
              "sizes": f"{frontier}_tuned_sizes", "seeds": f"{frontier}_tuned_seeds_",
              "top": f"{frontier}_tuned_top_"}
     existing = sorted(p for p in chain.root.iterdir() if p.is_dir()) if chain.root.is_dir() else []
-    return {step: [p for p in existing if p.name == name or (name.endswith("_") and p.name.startswith(name))]
+    # the sizes' sweep and its per-tier ones (`<frontier>_tuned_sizes_<tier>`, where the transfer moved a setting)
+    return {step: [p for p in existing if p.name == name or p.name.startswith(name if name.endswith("_") else name + "_")]
             for step, name in names.items()}
 
 

@@ -1,0 +1,129 @@
+"""The transfer check's result: the setting each family trains with at each compute tier.
+
+The search runs at one tier (1e12 FLOPs); the final cells run at every tier of the frontier. A setting
+tuned on a small budget need not hold on a larger one: at 1e12 the search put most families' best at
+the grid's fewest tokens per step (more optimizer steps win a short budget), and on PTB the small GRU's
+setting from 1e12 gave validation perplexity 401 at 1e13 where its untuned recipe gave 177. The tokens a
+step should hold grow with the budget (McCandlish et al. 2018), and so may the rate's optimum.
+
+So the chain checks every tier it did not search (`seqbench.campaign.Chain.transfer`): each family at
+the searched size with its tuned setting, the rate x ½ and x 2, and its tuned rate at the tokens-per-step
+grid's neighbours of its best, one seed each. This module reads those runs, by one rule for every family:
+
+- **a tier's setting is the best checked trial there** (the search's own rule, `Search.best`: the lowest
+  selection loss among the completed trials, a diverged one never), the tuned setting itself being one
+  of the trials; a tier with no completed check keeps the tuned setting;
+- `markdown` says for each (family, tier) whether the tuned setting held (it is still the best) or moved,
+  to what, and by how much selection loss.
+
+A single seed decides between five points here, as it did between the search's 20–36: the final cells'
+seeds then measure the chosen setting, so a choice made on noise costs a little loss, never a wrong
+interval.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+Setting = dict  # {"lr_scale": float, "tokens_per_step": int | None}
+
+
+def same_setting(a: Setting, b: Setting) -> bool:
+    """Whether two settings are the same point of the grid (rates compared in log space, tokens exactly)."""
+    def rate(s: Setting) -> float:
+        return float(s.get("lr_scale") or 1.0)
+
+    return math.isclose(rate(a), rate(b), rel_tol=1e-6) and a.get("tokens_per_step") == b.get("tokens_per_step")
+
+
+def run_setting(metrics: dict) -> tuple[float | None, int | None]:
+    """The tuned point a run trained at (`tune/lr_scale`, `tune/tokens_per_step`), as a key: runs at two
+    settings are two configurations, never seeds of one (the transfer check leaves a tier's final runs
+    at the tuned setting beside those at the setting it chose); (None, None) for an untuned run."""
+    lr, tokens = metrics.get("tune/lr_scale"), metrics.get("tune/tokens_per_step")
+    return (None if lr is None else round(float(lr), 6), None if tokens is None else round(tokens))
+
+
+def run_setting_text(key: tuple[float | None, int | None]) -> str:
+    lr, tokens = key
+    return ", ".join(([f"lr x {lr:g}"] if lr is not None else []) + ([f"{tokens} tok"] if tokens is not None else []))
+
+
+def setting_of(trial) -> Setting:
+    """A trial's point as `tune.per_family` gives it: the tokens its steps held (asked again, they round to
+    the same streams or windows), or None where the trial kept the recipe's batch."""
+    return {"lr_scale": trial.lr_scale, "tokens_per_step": trial.tokens_per_step if trial.tokens_grid is not None else None}
+
+
+@dataclass
+class Check:
+    """One family's check at one tier."""
+    family: str
+    tier: float
+    tuned: Setting           # the search's best (at the searched tier)
+    chosen: Setting          # the best checked trial here (the tuned setting where it held)
+    tuned_loss: float | None  # the tuned setting's selection loss at this tier (None: not run, or diverged)
+    chosen_loss: float
+    trials: int
+    finished: int
+
+    @property
+    def held(self) -> bool:
+        return same_setting(self.tuned, self.chosen)
+
+    @property
+    def gain(self) -> float | None:
+        """Selection loss the move saves at this tier (nats); 0 where the tuned setting held."""
+        return None if self.tuned_loss is None else self.tuned_loss - self.chosen_loss
+
+
+def checks(transfer_runs, tuned: dict[str, Setting]) -> dict[tuple[str, float], Check]:
+    """(family, tier) -> its check, from the transfer sweeps' runs (`seqbench.report.Run`), for the
+    families with a tuned setting; a (family, tier) with no completed trial has no check."""
+    from seqbench.tuning import searched
+
+    out = {}
+    for search in searched(transfer_runs):
+        if search.family not in tuned or search.budget is None or search.best is None:
+            continue
+        own = [t for t in search.candidates if same_setting(setting_of(t), tuned[search.family])]
+        best = search.best
+        out[(search.family, float(search.budget))] = Check(
+            search.family, float(search.budget), tuned[search.family], setting_of(best),
+            min((t.loss for t in own), default=None), best.loss, len(search.trials),
+            sum(t.finished for t in search.trials))
+    return out
+
+
+def per_tier(tuned: dict[str, Setting], found: dict[tuple[str, float], Check]) -> dict[tuple[str, float], Setting]:
+    """(family, tier) -> the setting the check chose there, for the tiers where it moved away from the
+    tuned setting (every other (family, tier) trains with `tuned[family]`)."""
+    return {key: dict(c.chosen) for key, c in found.items() if not c.held}
+
+
+def setting_at(tuned: dict[str, Setting], moved: dict[tuple[str, float], Setting], family: str, tier: float) -> Setting:
+    return moved.get((family, float(tier)), tuned[family])
+
+
+def _text(s: Setting) -> str:
+    tokens = s.get("tokens_per_step")
+    return f"lr x {float(s.get('lr_scale') or 1):g}, " + (f"{tokens} tokens" if tokens else "the recipe's batch")
+
+
+def markdown(found: dict[tuple[str, float], Check]) -> str:
+    """One row per (family, tier) checked: the tuned setting, its loss there, the chosen one and the gain."""
+    from seqbench.families import order
+
+    head = ["family", "tier (FLOPs)", "tuned setting", "its selection loss here", "best checked setting",
+            "its selection loss", "moved by (nats)", "trials finished"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for family in order({f for f, _ in found}):
+        for tier in sorted(t for f, t in found if f == family):
+            c = found[(family, tier)]
+            tuned_loss = "–" if c.tuned_loss is None else f"{c.tuned_loss:.4f}"
+            moved = "held" if c.held else ("–" if c.gain is None else f"{c.gain:.4f}")
+            lines.append(f"| {family} | {tier:.0e} | {_text(c.tuned)} | {tuned_loss} | "
+                         f"{'(the same)' if c.held else _text(c.chosen)} | {c.chosen_loss:.4f} | {moved} | "
+                         f"{c.finished} of {c.trials} |")
+    return "\n".join(lines)

@@ -141,7 +141,8 @@ def test_the_transfer_check_runs_each_tuned_setting_and_its_neighbours_at_every_
 def test_a_tier_where_the_transfer_check_found_a_better_setting_trains_its_final_cells_with_it(tmp_path):
     # bugs caught: the final cells trained at every tier with the setting searched at 1e12 whatever the
     # check found (PTB's small GRU: perplexity 401 at 1e13 against its untuned recipe's 177); a diverged
-    # trial chosen for its low loss before it blew up; a tier whose tuned setting held given a new sweep;
+    # trial chosen for its low loss before it blew up; a tier whose tuned setting held, or lost by less than
+    # the seed noise (transfer.MARGIN), given a new sweep;
     # the size chosen at a moved tier from the runs at the superseded setting (here the old setting's
     # size s has the lowest loss of all, 1.0), and those runs' seeds then spent on a setting not used
     from seqbench.report import read_local
@@ -157,14 +158,15 @@ def test_a_tier_where_the_transfer_check_found_a_better_setting_trains_its_final
     for n, (t, loss) in enumerate([(256, 1.50), (1024, 1.40)]):
         job(tokens, n, LSTM, 2, t, loss=loss, budget=1e13, **shakespeare)
     low = tmp_path / "tune_frontier_transfer_1e11_lstm"
-    for n, (lr, loss) in enumerate([(1, 1.9), (2, 1.8), (4, 1.85)]):  # at 1e11 the tuned setting holds
+    for n, (lr, loss) in enumerate([(1, 1.795), (2, 1.8), (4, 1.85)]):  # at 1e11 lr x 1 wins inside the seed noise
         job(low, n, LSTM, lr, 512, loss=loss, budget=1e11, **shakespeare)
     chain = Chain("tune_frontier", tmp_path)
     tuned = {LSTM: {"lr_scale": 2.0, "tokens_per_step": 501}}
     found = checks(read_local(chain.transfer_dirs()), tuned)
     assert per_tier(tuned, found) == {(LSTM, 1e13): {"lr_scale": 2.0, "tokens_per_step": 1013}}
     assert found[(LSTM, 1e13)].gain == pytest.approx(0.05) and found[(LSTM, 1e11)].held
-    assert "| lstm | 1e+13 | lr x 2, 501 tokens | 1.4500 | lr x 2, 1013 tokens | 1.4000 | 0.0500 | 5 of 5 |" in markdown(found)
+    assert "| lstm | 1e+13 | lr x 2, 501 tokens | 1.4500 | lr x 2, 1013 tokens | 1.4000 | moved: 0.0500 | 5 of 5 |" in markdown(found)
+    assert "| lstm | 1e+11 | lr x 2, 501 tokens | 1.8000 | lr x 1, 501 tokens | 1.7950 | held (0.0050 ≤ 0.01) | 3 of 3 |" in markdown(found)
 
     (base, base_overrides), (moved, moved_overrides) = chain.sizes()
     assert base == "frontier_tuned_sizes" and f"tune.per_family={{{LSTM}:{{lr_scale:2,tokens_per_step:501}}}}" in base_overrides

@@ -118,14 +118,21 @@ class Chain:
         tuned, moved = self._settings()
         return parse_commands(final_commands(tuned, Experiment(self.experiment), size_runs, moved=moved))
 
-    def _settings(self) -> tuple[dict[str, dict], dict[tuple[str, float], dict]]:
-        """Each family's tuned setting, and where the transfer check moved it at a tier, the one it chose
-        there (`seqbench.transfer`)."""
+    def checks(self) -> tuple[dict[str, dict], dict]:
+        """Each family's tuned setting, and the transfer check of each (family, tier) it has reached
+        (`seqbench.transfer.checks`)."""
         from seqbench.report import read_local
-        from seqbench.transfer import checks, per_tier
+        from seqbench.transfer import checks
 
         tuned, dirs = self._tuned(self._searches()), self.transfer_dirs()
-        return tuned, per_tier(tuned, checks(read_local(dirs), tuned)) if dirs else {}
+        return tuned, checks(read_local(dirs), tuned) if dirs else {}
+
+    def _settings(self) -> tuple[dict[str, dict], dict[tuple[str, float], dict]]:
+        """Each family's tuned setting, and where the transfer check moved it at a tier, the one it chose there."""
+        from seqbench.transfer import per_tier
+
+        tuned, found = self.checks()
+        return tuned, per_tier(tuned, found)
 
     def transfer(self) -> list[Sweep]:
         """The transfer check, at every tier of the frontier the search did not run at, the highest first

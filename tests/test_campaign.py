@@ -164,6 +164,10 @@ def test_a_tier_where_the_transfer_check_found_a_better_setting_trains_its_final
     tuned = {LSTM: {"lr_scale": 2.0, "tokens_per_step": 501}}
     found = checks(read_local(chain.transfer_dirs()), tuned)
     assert per_tier(tuned, found) == {(LSTM, 1e13): {"lr_scale": 2.0, "tokens_per_step": 1013}}
+    # a check still running moves nothing: here the tokens neighbours' sweep planned one more trial
+    assert per_tier(tuned, checks(read_local(chain.transfer_dirs()), tuned, {(LSTM, 1e13): 6})) == {}
+    assert "moved: 0.0500 (so far) | 5 of 6 |" in markdown(checks(read_local(chain.transfer_dirs()), tuned, {(LSTM, 1e13): 6}))
+    assert chain.checks()[1][(LSTM, 1e13)].planned == 5  # the chain's own sweeps: 3 rates, 2 tokens neighbours
     assert found[(LSTM, 1e13)].gain == pytest.approx(0.05) and found[(LSTM, 1e11)].held
     assert "| lstm | 1e+13 | lr x 2, 501 tokens | 1.4500 | lr x 2, 1013 tokens | 1.4000 | moved: 0.0500 | 5 of 5 |" in markdown(found)
     assert "| lstm | 1e+11 | lr x 2, 501 tokens | 1.8000 | lr x 1, 501 tokens | 1.7950 | held (0.0050 ≤ 0.01) | 3 of 3 |" in markdown(found)

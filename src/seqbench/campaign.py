@@ -124,8 +124,14 @@ class Chain:
         from seqbench.report import read_local
         from seqbench.transfer import checks
 
-        tuned, dirs = self._tuned(self._searches()), self.transfer_dirs()
-        return tuned, checks(read_local(dirs), tuned) if dirs else {}
+        from collections import Counter
+
+        from seqbench.analysis.campaign_cost import sweep_jobs
+
+        found, dirs = self._searches(), self.transfer_dirs()
+        tuned = self._tuned(found)
+        planned = Counter(job for _, overrides in self._transfer(found) for job in sweep_jobs(overrides))
+        return tuned, checks(read_local(dirs), tuned, planned) if dirs else {}
 
     def _settings(self) -> tuple[dict[str, dict], dict[tuple[str, float], dict]]:
         """Each family's tuned setting, and where the transfer check moved it at a tier, the one it chose there."""
@@ -142,11 +148,13 @@ class Chain:
         (`_transfer_tokens_`): the tokens a step should hold grow with the budget (McCandlish et al.
         2018), and a search at a small budget favours the fewest. The best checked trial is the family's
         setting at that tier (`seqbench.transfer`)."""
+        return self._transfer(self._searches())
+
+    def _transfer(self, found: list) -> list[Sweep]:
         from seqbench.final_cells import Experiment, flops_text
 
         experiment = Experiment(self.experiment)
         searched, size = _searched(self.experiment)
-        found = self._searches()
         grids = _token_neighbours(found)
         out = []
         for tier in sorted((t for t in experiment.tiers() if t != searched), reverse=True):

@@ -83,8 +83,15 @@ class Check:
     chosen: Setting          # the best checked trial here (the tuned setting where it held)
     tuned_loss: float | None  # the tuned setting's selection loss at this tier (None: not run, or diverged)
     chosen_loss: float
-    trials: int
+    trials: int               # trials with a record (finished or not)
     finished: int
+    planned: int | None = None  # the check's trials at this tier, where the chain's sweeps say (`Chain.transfer`)
+
+    @property
+    def complete(self) -> bool:
+        """Every planned trial has finished: a check still running moves nothing (its tuned trial, or the
+        neighbour that would win, may not have run yet)."""
+        return self.planned is None or self.finished >= self.planned
 
     @property
     def best_is_tuned(self) -> bool:
@@ -102,9 +109,11 @@ class Check:
         return None if self.tuned_loss is None else self.tuned_loss - self.chosen_loss
 
 
-def checks(transfer_runs, tuned: dict[str, Setting]) -> dict[tuple[str, float], Check]:
+def checks(transfer_runs, tuned: dict[str, Setting], planned: dict[tuple[str, float], int] | None = None
+           ) -> dict[tuple[str, float], Check]:
     """(family, tier) -> its check, from the transfer sweeps' runs (`seqbench.report.Run`), for the
-    families with a tuned setting; a (family, tier) with no completed trial has no check."""
+    families with a tuned setting; a (family, tier) with no completed trial has no check. `planned`:
+    (family, tier) -> the trials the chain's sweeps hold there."""
     from seqbench.tuning import searched
 
     out = {}
@@ -116,14 +125,15 @@ def checks(transfer_runs, tuned: dict[str, Setting]) -> dict[tuple[str, float], 
         out[(search.family, float(search.budget))] = Check(
             search.family, float(search.budget), tuned[search.family], setting_of(best),
             min((t.loss for t in own), default=None), best.loss, len(search.trials),
-            sum(t.finished for t in search.trials))
+            sum(t.finished for t in search.trials), (planned or {}).get((search.family, float(search.budget))))
     return out
 
 
 def per_tier(tuned: dict[str, Setting], found: dict[tuple[str, float], Check]) -> dict[tuple[str, float], Setting]:
     """(family, tier) -> the setting the check chose there, for the tiers where it moved away from the
-    tuned setting by more than `MARGIN` (every other (family, tier) trains with `tuned[family]`)."""
-    return {key: dict(c.chosen) for key, c in found.items() if not c.held}
+    tuned setting by more than `MARGIN`, once every trial of the check has finished (every other
+    (family, tier) trains with `tuned[family]`)."""
+    return {key: dict(c.chosen) for key, c in found.items() if c.complete and not c.held}
 
 
 def setting_at(tuned: dict[str, Setting], moved: dict[tuple[str, float], Setting], family: str, tier: float) -> Setting:
@@ -150,11 +160,14 @@ def markdown(found: dict[tuple[str, float], Check]) -> str:
                 moved = "held"
             elif c.held:
                 moved = f"held ({c.gain:.4f} ≤ {MARGIN:g})"
+            elif c.gain is None:
+                moved = "moved: the tuned setting diverged or failed" if c.complete else "– (the tuned setting has not finished)"
             else:
-                moved = "moved: " + ("the tuned setting did not complete" if c.gain is None else f"{c.gain:.4f}")
+                moved = f"moved: {c.gain:.4f}"
+            moved += "" if c.complete else " (so far)"
             lines.append(f"| {family} | {tier:.0e} | {_text(c.tuned)} | {tuned_loss} | "
                          f"{'(the same)' if c.best_is_tuned else _text(c.chosen)} | {c.chosen_loss:.4f} | {moved} | "
-                         f"{c.finished} of {c.trials} |")
+                         f"{c.finished} of {c.planned if c.planned is not None else c.trials} |")
     return "\n".join(lines)
 
 
@@ -178,7 +191,7 @@ def main(argv: list[str] | None = None) -> str:
             f"{args.root}. Selection loss: the best validation loss, on the selection half where the corpus has one; one "
             "seed a trial. A tier's setting is its best checked trial (a diverged one never) where it saves more "
             f"than {MARGIN:g} nats over the tuned setting (about the median seed sd of the untuned frontier's repeated "
-            "cells); \"held\": the tuned setting stays. Trials finished: completed, diverged or failed, of those started.")
+            "cells); \"held\": the tuned setting stays. Trials finished: completed, diverged or failed, of those the chain plans; \"(so far)\": the check is still running and moves nothing yet.")
     print(text)
     if args.report:
         from seqbench.ledger import write_record

@@ -5,6 +5,7 @@ import time
 
 
 def sleep_then_record(pid_file: str, seconds: float) -> int:
+    open(pid_file + ".started", "w").close()  # the job is running: the test may kill its launcher now
     time.sleep(seconds)
     with open(pid_file, "w") as f:
         f.write(f"{os.getpid()}\n")

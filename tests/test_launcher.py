@@ -50,10 +50,12 @@ def test_a_small_job_after_a_big_one_reports_its_own_peak(tmp_path, launcher):
     assert out.returncode == 0, out.stderr[-3000:]
     big, small = (json.loads((tmp_path / f"job{b}.json").read_text())["peak_mb"] for b in (1, 0))
     assert big > 300
+    # a job's process starts as the launcher's preloaded server (torch and Lightning imported: ~300 MB
+    # here, which every training job imports anyway), the same for every job whatever ran before it
     if launcher == "process":
-        assert small < 200  # an interpreter with Hydra: tens of MB; the first job's 300 MB are gone
+        assert big - small > 250  # the first job's 300 MB are gone
     else:  # the control: Hydra's basic launcher carries the first job's memory into the second's peak
-        assert small > 300
+        assert small > 300 and big - small < 50
 
 
 def test_train_sweeps_use_the_process_launcher(cfg_factory=None):
@@ -63,11 +65,17 @@ def test_train_sweeps_use_the_process_launcher(cfg_factory=None):
 
 
 ORPHAN = """
-import os, signal, sys, threading
+import os, signal, sys, threading, time
 sys.path.insert(0, {src!r}); sys.path.insert(0, {tests!r})
 from hydra_plugins.seqbench_launcher.resumable_launcher import run_in_fresh_process
 import launcher_jobs
-threading.Timer(1.0, os.kill, (os.getpid(), signal.SIGKILL)).start()  # the launcher dies mid-job
+
+def kill_once_started():  # the launcher dies mid-job
+    while not os.path.exists({pid_file!r} + ".started"):
+        time.sleep(0.05)
+    os.kill(os.getpid(), signal.SIGKILL)
+
+threading.Thread(target=kill_once_started, daemon=True).start()
 run_in_fresh_process(launcher_jobs.{job}, {pid_file!r}, 2.0)
 """
 
@@ -82,7 +90,7 @@ def test_a_job_whose_launcher_died_exits_when_it_ends(tmp_path, job):
 
     pid_file = tmp_path / "worker.pid"
     code = ORPHAN.format(src=str(ROOT / "src"), tests=str(ROOT / "tests"), pid_file=str(pid_file), job=job)
-    assert subprocess.run([sys.executable, "-c", code], timeout=60).returncode == -9  # SIGKILLed
+    assert subprocess.run([sys.executable, "-c", code], timeout=120).returncode == -9  # SIGKILLed
     deadline = time.monotonic() + 30
     while not (pid_file.is_file() and pid_file.read_text().endswith("\n")) and time.monotonic() < deadline:
         time.sleep(0.2)

@@ -34,7 +34,6 @@ import pickle
 from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
-from multiprocessing import get_context
 from pathlib import Path
 
 import cloudpickle
@@ -43,7 +42,7 @@ from hydra.core.singleton import Singleton
 from hydra.core.utils import JobReturn, JobStatus, configure_log, filter_overrides, setup_globals
 from omegaconf import open_dict, read_write
 
-from hydra_plugins.seqbench_launcher.process_launcher import ProcessLauncher, _run_in_child
+from hydra_plugins.seqbench_launcher.process_launcher import ProcessLauncher, _run_in_child, job_context
 
 log = logging.getLogger(__name__)
 
@@ -91,19 +90,31 @@ def _run_with_threads(payload: bytes, threads: int | None) -> bytes:
     return _run_in_child(payload)
 
 
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+        return True
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's process now holds the number: ours is gone
+        return False
+
+
 def _then_exit_if_orphaned(launcher_pid: int, fn, *args):
     try:
         return fn(*args)
     finally:  # also when it raises: a job stopped by the SIGTERM that killed its launcher ends with Lightning's
-        # SIGTERMException, a SystemExit that Hydra's run_job lets through
-        if os.getppid() != launcher_pid:  # the launcher died during the job: nobody will read the result
+        # SIGTERMException, a SystemExit that Hydra's run_job lets through. The job's parent is the fork
+        # server (`job_context`), not the launcher, so the launcher is asked after by its pid.
+        if not _alive(launcher_pid):  # the launcher died during the job: nobody will read the result
             os._exit(0)
 
 
 def run_in_fresh_process(fn, *args):
-    """`fn(*args)` in a new spawned process, its result returned; the process ends with the call, also
-    when the launcher was killed meanwhile (the module docstring says why that needs saying)."""
-    with ProcessPoolExecutor(max_workers=1, mp_context=get_context("spawn")) as pool:
+    """`fn(*args)` in a fresh process (forked from the preloaded server: `job_context`), its result
+    returned; the process ends with the call, also when the launcher was killed meanwhile (the module
+    docstring says why that needs saying)."""
+    with ProcessPoolExecutor(max_workers=1, mp_context=job_context()) as pool:
         return pool.submit(_then_exit_if_orphaned, os.getpid(), fn, *args).result()
 
 

@@ -103,3 +103,22 @@ def test_a_job_whose_launcher_died_exits_when_it_ends(tmp_path, job):
         time.sleep(0.2)
     os.kill(pid, 9)
     pytest.fail(f"the orphaned job process {pid} was still alive 30 s after its launcher died")
+
+
+def test_a_job_directory_another_process_is_training_is_left_alone(tmp_path, launcher="resumable"):
+    # bug caught: a relaunched sweep resuming a job whose process from the earlier launch was still
+    # running (it was in a long validation when its launcher was stopped; seen 2026-11-29), so that two
+    # processes wrote the same checkpoints and metrics; the other jobs of the sweep must still run (the
+    # process launcher's jobs go through the same `_run_in_child`)
+    from filelock import FileLock
+
+    app = tmp_path / "app.py"
+    app.write_text(APP.format(src=str(ROOT / "src")))
+    (tmp_path / "sweep" / "0").mkdir(parents=True)
+    cmd = [sys.executable, str(app), "-m", "+big=1,0", f"+out={tmp_path}", f"hydra/launcher={launcher}",
+           f"hydra.searchpath=[file://{CONF}]", f"hydra.sweep.dir={tmp_path / 'sweep'}"]
+    with FileLock(tmp_path / "sweep" / "0" / ".job.lock"):  # job 0's trainer, still alive
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert not (tmp_path / "job1.json").exists()  # job 0 (+big=1) did not run a second time
+    assert (tmp_path / "job0.json").exists(), out.stderr[-3000:]  # job 1 ran
+    assert "is being trained by another process" in out.stdout + out.stderr

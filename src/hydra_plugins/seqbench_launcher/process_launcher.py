@@ -59,11 +59,23 @@ def _run_in_child(payload: bytes) -> bytes:
     """One job, in the fresh process: Hydra's globals as the launcher had them, then `run_job`; its
     `JobReturn` goes back through cloudpickle too (the configs hold classes Hydra's plugin scan
     re-imported, which plain pickle refuses)."""
+    from filelock import FileLock, Timeout
+
     hydra_context, task_function, config, singleton_state = pickle.loads(payload)
     setup_globals()
     Singleton.set_state(singleton_state)
     configure_log(config.hydra.hydra_logging, config.hydra.verbose)
     HydraConfig.instance().set_config(config)
+    job_dir = Path(str(config.hydra.sweep.dir)) / str(config.hydra.sweep.subdir)
+    job_dir.mkdir(parents=True, exist_ok=True)
+    # one process trains a job directory at a time: a job left running by a launcher that was stopped (one
+    # still in a long validation when SIGTERM came) and the relaunched sweep's resumption of the same job
+    # would write the same checkpoints and metrics. The lock goes with the process that holds it.
+    lock = FileLock(job_dir / ".job.lock")
+    try:
+        lock.acquire(timeout=0)
+    except Timeout:
+        return cloudpickle.dumps(_busy(config, job_dir))
     ret = run_job(hydra_context=hydra_context, task_function=task_function, config=config,
                   job_dir_key="hydra.sweep.dir", job_subdir_key="hydra.sweep.subdir")
     if ret.status == JobStatus.FAILED:  # the exception goes back to the launcher: make sure it can
@@ -73,6 +85,15 @@ def _run_in_child(payload: bytes) -> bytes:
             error = ret._return_value
             ret._return_value = RuntimeError(f"{type(error).__name__}: {error}")
     return cloudpickle.dumps(ret)
+
+
+def _busy(config, job_dir: Path) -> JobReturn:
+    """A job another live process is training: failed here, untouched there."""
+    ret = JobReturn(overrides=list(config.hydra.overrides.task), cfg=config, hydra_cfg=config.hydra,
+                    status=JobStatus.FAILED, working_dir=str(job_dir), task_name=config.hydra.job.name)
+    ret._return_value = RuntimeError(f"{job_dir} is being trained by another process (a job of an earlier launch "
+                                     f"of this sweep, still running): stop it, or let it finish, then launch again")
+    return ret
 
 
 class ProcessLauncher(Launcher):

@@ -283,3 +283,20 @@ def test_a_mistyped_top_family_is_refused_before_anything_runs(tmp_path, capsys)
     with pytest.raises(SystemExit) as stop:
         main(["tune_frontier", "--root", str(tmp_path), "--top-families", f"{LSTM}m", "--dry-run"])
     assert stop.value.code == 2 and f"{LSTM}m is not a compared family" in capsys.readouterr().err
+
+
+def test_the_chain_reads_a_sweep_again_only_after_a_job_of_it_finished(tmp_path, monkeypatch):
+    # bugs caught: every step of the dry run reading the search's few hundred runs again (a cost report
+    # took over 16 minutes on a loaded machine); the other way, a cached read kept after a job finished,
+    # so the chain would compute the next step from runs that are no longer all there are
+    import seqbench.report
+
+    grid(tmp_path / "tune_frontier", LSTM, [1, 2], [256, 512], {(2, 512): 1.5}, corpus="shakespeare", heldout=True)
+    reads = []
+    real = seqbench.report.read_local
+    monkeypatch.setattr(seqbench.report, "read_local", lambda dirs: reads.append(dirs) or real(dirs))
+    chain = Chain("tune_frontier", tmp_path)
+    first = chain.transfer()
+    assert chain.transfer() == first and len(reads) == 1
+    job(tmp_path / "tune_frontier", 4, LSTM, 4, 512, loss=1.2, corpus="shakespeare", heldout=True)  # a job finishes
+    assert f"tune.lr_scale=2,4,8" in chain.transfer()[0][1] and len(reads) == 2

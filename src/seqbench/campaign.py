@@ -71,6 +71,19 @@ class Chain:
 
     def __init__(self, experiment: str, root: Path):
         self.experiment, self.root = experiment, Path(root)
+        self._read_cache: dict[tuple, list] = {}
+
+    def _read(self, dirs: list[Path]) -> list:
+        """`report.read_local(dirs)`, read again only where a job has finished or been recorded since
+        (`_stamp`): the dry run computes the later steps from the same search and checks several times
+        over (the seeds' readiness computes the sizes' sweeps, which read both), and each read of a few
+        hundred runs with their curves takes a minute on a loaded machine."""
+        from seqbench.report import read_local
+
+        key = tuple((str(d), _stamp(d)) for d in dirs)
+        if key not in self._read_cache:
+            self._read_cache[key] = read_local(dirs)
+        return self._read_cache[key]
 
     def search_dirs(self) -> list[Path]:
         names = [self.experiment, f"{self.experiment}_edge_tokens", f"{self.experiment}_edge_lr"]
@@ -112,26 +125,23 @@ class Chain:
 
     def _final(self, sizes: list[Path] | None) -> list[Sweep]:
         from seqbench.final_cells import Experiment, final_commands
-        from seqbench.report import read_local
 
-        size_runs = read_local(sizes) if sizes else None
+        size_runs = self._read(sizes) if sizes else None
         tuned, moved = self._settings()
         return parse_commands(final_commands(tuned, Experiment(self.experiment), size_runs, moved=moved))
 
     def checks(self) -> tuple[dict[str, dict], dict]:
         """Each family's tuned setting, and the transfer check of each (family, tier) it has reached
         (`seqbench.transfer.checks`)."""
-        from seqbench.report import read_local
-        from seqbench.transfer import checks
-
         from collections import Counter
 
         from seqbench.analysis.campaign_cost import sweep_jobs
+        from seqbench.transfer import checks
 
         found, dirs = self._searches(), self.transfer_dirs()
         tuned = self._tuned(found)
         planned = Counter(job for _, overrides in self._transfer(found) for job in sweep_jobs(overrides))
-        return tuned, checks(read_local(dirs), tuned, planned) if dirs else {}
+        return tuned, checks(self._read(dirs), tuned, planned) if dirs else {}
 
     def _settings(self) -> tuple[dict[str, dict], dict[tuple[str, float], dict]]:
         """Each family's tuned setting, and where the transfer check moved it at a tier, the one it chose there."""
@@ -180,13 +190,12 @@ class Chain:
         half-way would leave some families with two seeds and others with none. Seed by seed, every
         family has its first number before any has its second."""
         from seqbench.final_cells import Experiment, chosen_sizes, command, flops_text
-        from seqbench.report import read_local
         from seqbench.transfer import setting_at
 
         experiment = Experiment(self.experiment)
         highest = max(experiment.tiers())
         tuned, moved = self._settings()
-        chosen = chosen_sizes(read_local(self.size_dirs()), lambda f, t: setting_at(tuned, moved, f, t) if f in tuned else None)
+        chosen = chosen_sizes(self._read(self.size_dirs()), lambda f, t: setting_at(tuned, moved, f, t) if f in tuned else None)
         settings = {f: {**setting_at(tuned, moved, f, highest), "size": chosen[(f, highest)]} for f in tuned
                     if (f, highest) in chosen and (not self.top_families or f in self.top_families)}
         if not settings:
@@ -199,10 +208,9 @@ class Chain:
     def _searches(self) -> list:
         """The search's runs (its grid and the grid's extension) as `Search`es: read once for a step,
         which takes both the tuned settings and the grid around them from them."""
-        from seqbench.report import read_local
         from seqbench.tuning import searched
 
-        return searched(read_local(self.search_dirs()))
+        return searched(self._read(self.search_dirs()))
 
     @staticmethod
     def _tuned(searches: list) -> dict[str, dict]:
@@ -244,6 +252,14 @@ def _token_neighbours(searches: list) -> dict[str, list[int]]:
             i = axis.index(best.tokens_grid)
             out[search.family] = [axis[j] for j in (i - 1, i + 1) if 0 <= j < len(axis)]
     return out
+
+
+def _stamp(sweep: Path) -> tuple:
+    """What changes when a sweep's job finishes: its finished jobs' `metrics.json` (how many, the latest
+    write) and the launcher's record of outcomes."""
+    written = [p.stat().st_mtime_ns for p in sweep.glob("*/metrics.json")]
+    jobs = sweep / "jobs.jsonl"
+    return len(written), max(written, default=0), jobs.stat().st_mtime_ns if jobs.is_file() else 0
 
 
 def _archived(archive: str, sweep: str) -> str:

@@ -49,10 +49,14 @@ def test_finished_jobs_are_not_remaining_and_only_completed_jobs_count_their_wal
         job(base, n, LSTM, lr, 256, wall=10.0)
     job(base, 3, LSTM, 2, 256, status="failed", wall=5.0)
     job(base, 4, LSTM, 4, 256, finished=False)  # running
+    for later in ("tune_frontier_ptb_untuned", "tune_frontier_ptb_transfer_1e13_lstm", "frontier_ptb_tuned_sizes_1e13"):
+        job(tmp_path / later, 0, LSTM, 1, 256, wall=7.0)  # the later steps' sweeps, named after the search's
     chain = Chain("tune_frontier_ptb", tmp_path)
     (search,) = rows(chain, ["search"])
     planned = 20 * len(compared())
+    # bug caught: every sweep whose name begins with the search's counted as the search (256 finished of 160)
     assert (search.planned, search.finished, search.remaining, search.measured_s) == (planned, 3, planned - 3, 30.0)
+    assert rows(chain, ["sizes"])[0].finished == 1  # a moved tier's size sweep is the sizes step's
     assert LSTM not in search.unmeasured and search.unmeasured[GPT] == 20  # no silent zero for a family never run
     (base / DONE).write_text("2026-11-27T00:00:00Z\n")
     (search,) = rows(chain, ["search"])

@@ -185,9 +185,11 @@ def _sweep_dirs(chain, frontier: str) -> dict[str, list[Path]]:
              "sizes": f"{frontier}_tuned_sizes", "seeds": f"{frontier}_tuned_seeds_",
              "top": f"{frontier}_tuned_top_"}
     existing = sorted(p for p in chain.root.iterdir() if p.is_dir()) if chain.root.is_dir() else []
-    # the sizes' sweep and its per-tier ones (`<frontier>_tuned_sizes_<tier>`, where the transfer moved a setting)
-    return {step: [p for p in existing if p.name == name or p.name.startswith(name if name.endswith("_") else name + "_")]
-            for step, name in names.items()}
+    out = {step: [p for p in existing if p.name == name or (name.endswith("_") and p.name.startswith(name))]
+           for step, name in names.items()}
+    # the sizes' per-tier sweeps too (`<frontier>_tuned_sizes_<tier>`, where the transfer check moved a setting)
+    out["sizes"] += [p for p in existing if p.name.startswith(names["sizes"] + "_")]
+    return out
 
 
 def rows(chain, steps: list[str]) -> list[Row]:

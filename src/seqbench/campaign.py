@@ -50,6 +50,7 @@ from pathlib import Path
 from omegaconf import OmegaConf
 
 from seqbench.sweep_archive import DEFAULT_DIR as DEFAULT_ARCHIVE
+from seqbench.sweep_reads import SweepReads
 
 DONE = "campaign.done"
 Sweep = tuple[str, list[str]]  # (sweep name, overrides)
@@ -71,19 +72,7 @@ class Chain:
 
     def __init__(self, experiment: str, root: Path):
         self.experiment, self.root = experiment, Path(root)
-        self._read_cache: dict[tuple, list] = {}
-
-    def _read(self, dirs: list[Path]) -> list:
-        """`report.read_local(dirs)`, read again only where a job has finished or been recorded since
-        (`_stamp`): the dry run computes the later steps from the same search and checks several times
-        over (the seeds' readiness computes the sizes' sweeps, which read both), and each read of a few
-        hundred runs with their curves takes a minute on a loaded machine."""
-        from seqbench.report import read_local
-
-        key = tuple((str(d), _stamp(d)) for d in dirs)
-        if key not in self._read_cache:
-            self._read_cache[key] = read_local(dirs)
-        return self._read_cache[key]
+        self._read = SweepReads()  # read once per finished job (`seqbench.sweep_reads`)
 
     def search_dirs(self) -> list[Path]:
         names = [self.experiment, f"{self.experiment}_edge_tokens", f"{self.experiment}_edge_lr"]
@@ -161,14 +150,15 @@ class Chain:
         return self._transfer(self._searches())
 
     def _transfer(self, found: list) -> list[Sweep]:
+        from seqbench.analysis.tuning_search import token_neighbours
         from seqbench.final_cells import Experiment, flops_text
 
         experiment = Experiment(self.experiment)
         searched, size = _searched(self.experiment)
-        grids = _token_neighbours(found)
+        grids, tuned = token_neighbours(found), self._tuned(found)
         out = []
         for tier in sorted((t for t in experiment.tiers() if t != searched), reverse=True):
-            for family, setting in self._tuned(found).items():
+            for family, setting in tuned.items():
                 lr = float(setting["lr_scale"])
                 common = [f"experiment={self.experiment}", f"preset={experiment.presets[family]}", f"size={size}",
                           f"budget.flops={flops_text(tier)}"]
@@ -240,26 +230,6 @@ class Chain:
 
     STEPS = ("search", "untuned", "edges", "transfer", "sizes", "seeds", "top")
     top_families: tuple[str, ...] = ()
-
-
-def _token_neighbours(searches: list) -> dict[str, list[int]]:
-    """family -> the grid's tokens-per-step values next to its best's (asked as the search asked them,
-    so they round to the same streams or windows), from the search with the most trials."""
-    out = {}
-    for search in sorted(searches, key=lambda s: len(s.trials)):
-        best, axis = search.best, search.tokens_axis
-        if best is not None and best.tokens_grid in axis:
-            i = axis.index(best.tokens_grid)
-            out[search.family] = [axis[j] for j in (i - 1, i + 1) if 0 <= j < len(axis)]
-    return out
-
-
-def _stamp(sweep: Path) -> tuple:
-    """What changes when a sweep's job finishes: its finished jobs' `metrics.json` (how many, the latest
-    write) and the launcher's record of outcomes."""
-    written = [p.stat().st_mtime_ns for p in sweep.glob("*/metrics.json")]
-    jobs = sweep / "jobs.jsonl"
-    return len(written), max(written, default=0), jobs.stat().st_mtime_ns if jobs.is_file() else 0
 
 
 def _archived(archive: str, sweep: str) -> str:

@@ -183,3 +183,16 @@ def edge_families(found: list[Search]) -> dict[str, list[str]]:
     search has not finished is said so (its best so far may move off the edge)."""
     return {f"{s.family}" + (f" ({s.size}, {s.budget:g} FLOPs)".replace("e+", "e") if s.budget else "")
             + ("" if s.complete else ", search not finished"): s.edges() for s in found if s.edges()}
+
+
+def token_neighbours(found: list[Search]) -> dict[str, list[int]]:
+    """family -> the grid's tokens-per-step values next to its best's (asked as the search asked them,
+    so they round to the same streams or windows), from the search with the most trials: the transfer
+    check's second axis (`seqbench.campaign.Chain.transfer`)."""
+    out = {}
+    for search in sorted(found, key=lambda s: len(s.trials)):
+        best, axis = search.best, search.tokens_axis
+        if best is not None and best.tokens_grid in axis:
+            i = axis.index(best.tokens_grid)
+            out[search.family] = [axis[j] for j in (i - 1, i + 1) if 0 <= j < len(axis)]
+    return out

@@ -39,6 +39,7 @@ DATA_ARGS = {
     "mnist": ["data.train_size=256", "data.eval_batch_size=100"],
     "cifar10": ["data.eval_batch_size=4"],
 }
+PAIRS = pairs()  # computed once: it imports every family's and corpus's module (seconds, in each worker)
 DATAMODULES: dict[str, object] = {}  # one set-up corpus per data config, shared by the families
 STEP = ["trainer.max_epochs=1", "trainer.limit_train_batches=1", "trainer.limit_val_batches=1", "trainer.limit_test_batches=1", "test=false",
         "~callbacks.step_checkpoint"]
@@ -58,7 +59,7 @@ def fake_cifar(tmp_path_factory):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("model,data", pairs(), ids=[f"{m}-{d}" for m, d in pairs()])
+@pytest.mark.parametrize("model,data", PAIRS, ids=[f"{m}-{d}" for m, d in PAIRS])
 def test_every_matrix_pair_trains_a_step_and_validates(model, data, tmp_path, tmp_path_factory, fake_cifar,
                                                        monkeypatch):
     extra = []

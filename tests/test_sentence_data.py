@@ -34,9 +34,26 @@ def test_sst_bad_line_names_file_and_line(tmp_path):
         read_sst(path)
 
 
-def test_missing_corpus_is_one_sentence(tmp_path):
+@pytest.mark.parametrize("hook", ["prepare_data", "setup"])
+def test_missing_corpus_is_one_sentence(tmp_path, hook):
     with pytest.raises(DataNotFoundError, match=str(tmp_path / "sst2")):
-        SST2DataModule(str(tmp_path), download=False).setup()
+        getattr(SST2DataModule(str(tmp_path), download=False), hook)()
+
+
+def test_a_fit_then_a_test_parse_the_corpus_once(monkeypatch):
+    # bug caught: prepare_data parsing every split to verify the files, which Lightning calls before each
+    # fit and test: CoNLL-2003 read two or three times per run (seconds each, 17 s of every tagger pair's
+    # one-step matrix test)
+    import seqbench.data.conll2003 as conll
+
+    reads = []
+    real = conll.read_conll
+    monkeypatch.setattr(conll, "read_conll", lambda path, *a: reads.append(path) or real(path, *a))
+    data = CoNLL2003DataModule(str(DATA_DIR), download=False)
+    for stage in ("fit", "test"):  # the hooks in the order Lightning calls them for trainer.fit, then .test
+        data.prepare_data()
+        data.setup(stage)
+    assert len(reads) == 3 and len(set(reads)) == 3  # train, testa, testb, once each
 
 
 @pytest.mark.corpus("conll2003")

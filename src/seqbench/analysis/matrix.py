@@ -45,7 +45,8 @@ def supports(model_cls: type, data_cls: type) -> bool:
 def pairs(conf: Path = CONF) -> list[tuple[str, str]]:
     """Every (model, data) the README marks with a ✓; tests/test_matrix_pairs.py trains a step of each."""
     models = families()
-    return [(m, d) for d in corpora(conf) for m, cls in models.items() if supports(cls, data_class(conf, d))]
+    datas = {d: data_class(conf, d) for d in corpora(conf)}  # each yaml read once, not once per family
+    return [(m, d) for d, data_cls in datas.items() for m, cls in models.items() if supports(cls, data_cls)]
 
 
 def markdown(conf: Path = CONF) -> str:

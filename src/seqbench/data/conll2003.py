@@ -58,9 +58,12 @@ class CoNLL2003DataModule(SentenceDataModule):
         self.label, self.tag_scheme = label, tag_scheme
         self._names: list[str] | None = None
 
+    def locate(self) -> dict:
+        return ensure_files(self.folder, list(FILES.values()), "CoNLL-2003", hint="eng.{train,testa,testb}",
+                            download=self.download)
+
     def read_splits(self) -> dict[str, list[tuple[list[str], list[str]]]]:
-        paths = ensure_files(self.folder, list(FILES.values()), "CoNLL-2003", hint="eng.{train,testa,testb}",
-                             download=self.download)
+        paths = self.locate()
         column = COLUMNS[self.label]
         splits = {}
         for split, f in FILES.items():

@@ -74,8 +74,12 @@ class SentenceDataModule(L.LightningDataModule):
     def folder(self) -> Path:
         return self.data_dir / self.corpus
 
-    # -- what a corpus provides: `read_splits()` (train/valid/test examples, after locating and
-    # verifying its files) and `label_names()` (class or tag names, index = id) --------------------
+    # -- what a corpus provides: `locate()` (its files' paths, verified, downloaded if allowed),
+    # `read_splits()` (train/valid/test examples, read from those files) and `label_names()` (class or
+    # tag names, index = id) ------------------------------------------------------------------------
+    def locate(self) -> dict:
+        raise NotImplementedError
+
     def label_ids(self, label) -> object:
         return label
 
@@ -84,7 +88,10 @@ class SentenceDataModule(L.LightningDataModule):
 
     # -- Lightning hooks --------------------------------------------------------------------------
     def prepare_data(self) -> None:
-        self.read_splits()  # verifies (and downloads); assigns no state
+        """Verifies (and downloads) the files; assigns no state. Lightning calls it before every `fit`
+        and `test`, so it does not parse them: `setup` does, once (CoNLL-2003's three splits take
+        seconds to read, and were read twice per run)."""
+        self.locate()
 
     def setup(self, stage: str | None = None) -> None:
         if self.vocab is not None:

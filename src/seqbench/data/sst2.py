@@ -37,9 +37,12 @@ class SST2DataModule(SentenceDataModule):
     task = "classification"
     corpus = "sst2"
 
+    def locate(self) -> dict:
+        return ensure_files(self.folder, list(FILES.values()), "SST-2", hint="stsa.binary.{train,dev,test}",
+                            download=self.download)
+
     def read_splits(self) -> dict[str, list[tuple[list[str], int]]]:
-        paths = ensure_files(self.folder, list(FILES.values()), "SST-2", hint="stsa.binary.{train,dev,test}",
-                             download=self.download)
+        paths = self.locate()
         return {split: read_sst(paths[f.name]) for split, f in FILES.items()}
 
     def label_names(self) -> list[str]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import shutil
 
 import pytest
 from omegaconf import OmegaConf
@@ -300,3 +301,80 @@ def test_the_chain_reads_a_sweep_again_only_after_a_job_of_it_finished(tmp_path,
     assert chain.transfer() == first and len(reads) == 1
     job(tmp_path / "tune_frontier", 4, LSTM, 4, 512, loss=1.2, corpus="shakespeare", heldout=True)  # a job finishes
     assert f"tune.lr_scale=2,4,8" in chain.transfer()[0][1] and len(reads) == 2
+
+
+def _rate_check(tmp_path, losses: dict[float, float], tier=1e13, tokens=512, start=0, status=None):
+    """The transfer check's rate trials of the LSTM at one tier of the Tiny Shakespeare chain (its tuned
+    setting: lr x 2 at 501 tokens held), one job each, in the sweep the chain names for each rate."""
+    from seqbench.final_cells import flops_text
+
+    for n, (lr, loss) in enumerate(losses.items(), start):
+        first = lr in (1, 2, 4)
+        sweep = (f"tune_frontier_transfer_{flops_text(tier)}_{LSTM}" if first else
+                 f"tune_frontier_transfer_lr_{flops_text(tier)}_{LSTM}_{lr:g}")
+        shutil.rmtree(tmp_path / sweep / str(n if first else 0), ignore_errors=True)  # a trial written again
+        job(tmp_path / sweep, n if first else 0, LSTM, lr, tokens, loss=loss, budget=tier, corpus="shakespeare",
+            heldout=True, status=(status or {}).get(lr, "completed"))
+
+
+def test_a_check_whose_best_rate_is_the_lowest_or_highest_tried_goes_one_rate_further_until_it_is_inside(tmp_path):
+    # bugs caught: a tier's setting moved to the edge of the three rates checked and left there (every
+    # family the first check moved sat on its lowest rate: PTB's LSTM and GRU, Tiny Shakespeare's RNN, GRU
+    # and minLSTM); a rate added before the three first trials finished, at one of them, past a rate that
+    # diverged, or without end; the check called complete (and its move taken) while an added rate is
+    # still to run; the added trial left out of the check's choice
+    grid(tmp_path / "tune_frontier", LSTM, [1, 2, 4], [256, 512, 1024], {(2, 512): 1.5}, corpus="shakespeare", heldout=True)
+    chain = Chain("tune_frontier", tmp_path)
+
+    def added(tier="1e13") -> list[tuple[str, list[str]]]:
+        return [(name, o) for name, o in chain.transfer() if name.startswith(f"tune_frontier_transfer_lr_{tier}_")]
+
+    _rate_check(tmp_path, {1: 1.40, 2: 1.45})  # lr x 4 has not run yet: no best known
+    assert added() == []
+    _rate_check(tmp_path, {4: 1.50}, start=2)
+    ((name, overrides),) = added()
+    assert name == f"tune_frontier_transfer_lr_1e13_{LSTM}_0.5"
+    assert overrides[-2:] == ["tune.lr_scale=0.5", "tune.tokens_per_step=501"] and "budget.flops=1e13" in overrides
+    assert chain.checks()[1][(LSTM, 1e13)].planned == 3 + 2 + 1 and not chain.checks()[1][(LSTM, 1e13)].complete
+    _rate_check(tmp_path, {0.5: 1.38})  # better again, and the lowest: one more
+    assert [n.rsplit("_", 1)[1] for n, _ in added()] == ["0.25", "0.5"]
+    _rate_check(tmp_path, {0.25: 1.39})  # the best lies inside now: nothing more
+    assert [n.rsplit("_", 1)[1] for n, _ in added()] == ["0.25", "0.5"]
+    tuned, found = chain.checks()
+    assert found[(LSTM, 1e13)].chosen == {"lr_scale": 0.5, "tokens_per_step": 501}
+    _rate_check(tmp_path, {0.25: 1.30, 0.125: 1.2})  # at most EXTENSIONS (3) rates beyond the first three
+    assert [n.rsplit("_", 1)[1] for n, _ in added()] == ["0.125", "0.25", "0.5"]
+    # upwards, and never past a rate that diverged (at 1e11 the best is the highest, then x 8 blows up)
+    _rate_check(tmp_path, {1: 1.9, 2: 1.85, 4: 1.8}, tier=1e11)
+    assert [n.rsplit("_", 1)[1] for n, _ in added("1e11")] == ["8"]
+    _rate_check(tmp_path, {8: 1.0}, tier=1e11, status={8: "diverged"})
+    assert [n.rsplit("_", 1)[1] for n, _ in added("1e11")] == ["8"]
+
+
+def test_the_chain_runs_the_rate_a_check_adds_in_the_same_call(tmp_path, monkeypatch):
+    # bug caught: the transfer step's sweeps computed once, before its trials ran, so the rate a check adds
+    # would run only when a person restarted the chain, after the sizes had been run at the edge's setting
+    grid(tmp_path / "tune_frontier", LSTM, [1, 2, 4], [256, 512, 1024], {(2, 512): 1.5}, corpus="shakespeare", heldout=True)
+    for name in ("tune_frontier", "tune_frontier_edge_tokens", "tune_frontier_edge_lr"):
+        (tmp_path / name).mkdir(exist_ok=True)
+        (tmp_path / name / DONE).write_text("")
+    launched = []
+
+    def launch(root, name, overrides, *args, **kwargs):
+        launched.append(name)
+        lrs = [float(v) for o in overrides if o.startswith("tune.lr_scale=") for v in o.split("=", 1)[1].split(",")]
+        tokens = [int(v) for o in overrides if o.startswith("tune.tokens_per_step=") for v in o.split("=", 1)[1].split(",")]
+        tier = float(next(o for o in overrides if o.startswith("budget.flops=")).split("=", 1)[1])
+        n = 0
+        for lr in lrs:
+            for t in tokens:  # the lowest rate is always the best: the check goes down to lr x 2 / 16
+                job(root / name, n, LSTM, lr, t + 11, loss=1.0 + lr / 10, budget=tier, corpus="shakespeare", heldout=True)
+                n += 1
+        (root / name / DONE).write_text("")
+        return True
+
+    monkeypatch.setattr("seqbench.campaign.run_sweep", launch)
+    assert main(["tune_frontier", "--root", str(tmp_path), "--steps", "transfer", "--archive", "none"]) == 0
+    assert [n for n in launched if n.startswith("tune_frontier_transfer_lr_1e13")] == [
+        f"tune_frontier_transfer_lr_1e13_{LSTM}_{r}" for r in ("0.5", "0.25", "0.125")]
+    assert len(launched) == len(set(launched))  # each sweep launched once

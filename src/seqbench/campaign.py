@@ -19,7 +19,9 @@ The sweeps, in the chain's order, are named `<experiment>`, `<experiment>_untune
 `<experiment>_edge_{tokens,lr}`, `<experiment>_transfer_<tier>_<family>` and
 `<experiment>_transfer_tokens_<tier>_<family>` (the transfer check at every tier the search did not run
 at, the highest first: the tuned rate and its two neighbours, the tuned tokens per step's grid
-neighbours; the best checked trial is the family's setting at that tier, `seqbench.transfer`),
+neighbours, and `<experiment>_transfer_lr_<tier>_<family>_<rate>` one rate further while the best lies
+on the lowest or highest rate tried; the best checked trial is the family's setting at that tier,
+`seqbench.transfer`),
 `<frontier>_tuned_sizes` (and `<frontier>_tuned_sizes_<tier>` for the families whose setting moved at a
 tier), `<frontier>_tuned_seeds_<tier>` and
 `<frontier>_tuned_top_<tier>_seed<seed>` (one tier beyond the frontier's highest, two seeds, one
@@ -145,19 +147,26 @@ class Chain:
         size, one seed: its tuned setting and its two rate neighbours (lr x/÷ 2), one sweep; then its
         neighbours one grid step away on the tokens-per-step axis at its tuned rate, a second sweep
         (`_transfer_tokens_`): the tokens a step should hold grow with the budget (McCandlish et al.
-        2018), and a search at a small budget favours the fewest. The best checked trial is the family's
-        setting at that tier (`seqbench.transfer`)."""
+        2018), and a search at a small budget favours the fewest. Where the best of the rates tried lies
+        on the lowest or the highest of them, one sweep more, a rate one step further that way
+        (`seqbench.transfer.rate_extensions`): this step grows from its own results, and `main` computes
+        it again after running it. The best checked trial is the family's setting at that tier
+        (`seqbench.transfer`)."""
         return self._transfer(self._searches())
 
     def _transfer(self, found: list) -> list[Sweep]:
         from seqbench.analysis.tuning_search import token_neighbours
         from seqbench.final_cells import Experiment, flops_text
+        from seqbench.transfer import rate_extensions
+        from seqbench.tuning import searched
 
         experiment = Experiment(self.experiment)
-        searched, size = _searched(self.experiment)
+        searched_tier, size = _searched(self.experiment)
         grids, tuned = token_neighbours(found), self._tuned(found)
+        dirs = self.transfer_dirs()
+        checked = {(s.family, float(s.budget)): s for s in searched(self._read(dirs)) if s.budget} if dirs else {}
         out = []
-        for tier in sorted((t for t in experiment.tiers() if t != searched), reverse=True):
+        for tier in sorted((t for t in experiment.tiers() if t != searched_tier), reverse=True):
             for family, setting in tuned.items():
                 lr = float(setting["lr_scale"])
                 common = [f"experiment={self.experiment}", f"preset={experiment.presets[family]}", f"size={size}",
@@ -169,6 +178,9 @@ class Chain:
                     out.append((f"{self.experiment}_transfer_tokens_{flops_text(tier)}_{family}",
                                 [*common, f"tune.lr_scale={lr:g}",
                                  "tune.tokens_per_step=" + ",".join(map(str, grids[family]))]))
+                for rate in rate_extensions(checked.get((family, float(tier))), setting):
+                    out.append((f"{self.experiment}_transfer_lr_{flops_text(tier)}_{family}_{rate:g}",
+                                [*common, f"tune.lr_scale={rate:g}", f"tune.tokens_per_step={setting['tokens_per_step']}"]))
         return out
 
     def top(self) -> list[Sweep]:
@@ -368,14 +380,20 @@ def main(argv: list[str] | None = None) -> int:
             continue
         sweeps = getattr(chain, step)()
         print(f"# {step}: " + ("nothing to run" if not sweeps else f"{len(sweeps)} sweep(s)"))
-        for name, overrides in sweeps:
-            if args.dry_run:
-                state = "done" if (args.root / name / DONE).is_file() else "to run" + _archived(args.archive, name)
-                print(f"  {name} [{state}]: {shlex.join(overrides)}")
-            elif not run_sweep(args.root, name, overrides, args.jobs, extra,
-                               archive=None if args.archive == "none" else Path(args.archive)):
-                print(f"# stopped at {step}: {name} has jobs that did not complete; the same command resumes it")
-                return 1
+        ran: set[str] = set()
+        while todo := [(name, overrides) for name, overrides in sweeps if name not in ran]:
+            for name, overrides in todo:
+                ran.add(name)
+                if args.dry_run:
+                    state = "done" if (args.root / name / DONE).is_file() else "to run" + _archived(args.archive, name)
+                    print(f"  {name} [{state}]: {shlex.join(overrides)}")
+                elif not run_sweep(args.root, name, overrides, args.jobs, extra,
+                                   archive=None if args.archive == "none" else Path(args.archive)):
+                    print(f"# stopped at {step}: {name} has jobs that did not complete; the same command resumes it")
+                    return 1
+            # a step may grow from its own results (the transfer check's rate beyond a best on its edge):
+            # computed again once its sweeps have run, until it adds nothing
+            sweeps = sweeps if args.dry_run else getattr(chain, step)()
     if args.dry_run:
         from seqbench.analysis.campaign_cost import report
         from seqbench.provenance import command_line

@@ -7,8 +7,9 @@ setting from 1e12 gave validation perplexity 401 at 1e13 where its untuned recip
 step should hold grow with the budget (McCandlish et al. 2018), and so may the rate's optimum.
 
 So the chain checks every tier it did not search (`seqbench.campaign.Chain.transfer`): each family at
-the searched size with its tuned setting, the rate x ½ and x 2, and its tuned rate at the tokens-per-step
-grid's neighbours of its best, one seed each. This module reads those runs, by one rule for every family:
+the searched size with its tuned setting, the rate x ½ and x 2 (and further that way while the best lies
+on the lowest or highest rate tried, `rate_extensions`), and its tuned rate at the tokens-per-step grid's
+neighbours of its best, one seed each. This module reads those runs, by one rule for every family:
 
 - **a tier's setting is the best checked trial there** (the search's own rule, `Search.best`: the lowest
   selection loss among the completed trials, a diverged one never), the tuned setting itself being one
@@ -45,6 +46,11 @@ Setting = dict  # {"lr_scale": float, "tokens_per_step": int | None}
 # have a median seed sd of 0.013 nats (24 cells; 0.005 on PTB, 0.019 on Tiny Shakespeare), rounded down
 # so that a move is taken rather than missed.
 MARGIN = 0.01
+
+
+# Rate steps (each x ½ or x 2) the check may take beyond the tuned rate's two neighbours at one tier, in
+# the direction its best lies: see `rate_extensions`.
+EXTENSIONS = 3
 
 
 def same_setting(a: Setting, b: Setting) -> bool:
@@ -127,6 +133,42 @@ def checks(transfer_runs, tuned: dict[str, Setting], planned: dict[tuple[str, fl
             min((t.loss for t in own), default=None), best.loss, len(search.trials),
             sum(t.finished for t in search.trials), (planned or {}).get((search.family, float(search.budget))))
     return out
+
+
+def rate_extensions(search, tuned: Setting) -> list[float]:
+    """The rates the check runs at one tier beyond the tuned rate x ½, x 1 and x 2 (at the tuned tokens per
+    step): those already run there and, where the best of the trials at the tuned tokens lies on the lowest
+    or the highest rate run, one step further that way (x ½ or x 2), up to `EXTENSIONS` steps.
+
+    The search's own edge rule, applied to the check: a best on the edge of what was tried says the
+    optimum may lie beyond it. Every family the first check moved, on both corpora, moved to its lowest
+    rate checked (PTB's LSTM and GRU, Tiny Shakespeare's RNN, GRU and minLSTM at 1e13), so the move alone
+    would settle each on the edge of three points. Nothing is added until all three first rates have
+    finished (the best is not known before), nor past a rate that diverged (it is never the best). The
+    tokens axis has no extension: its neighbours are the search grid's own values.
+    `search`: the tier's `Search` of the transfer sweeps' runs for this family (None: none ran yet)."""
+    if search is None:
+        return []
+    lr = float(tuned.get("lr_scale") or 1.0)
+
+    def near(a: float, b: float) -> bool:
+        return math.isclose(a, b, rel_tol=1e-6)
+
+    first = (lr / 2, lr, lr * 2)
+    mine = [t for t in search.trials if t.lr_scale is not None
+            and setting_of(t)["tokens_per_step"] == tuned.get("tokens_per_step")]
+    added = sorted({float(t.lr_scale) for t in mine if not any(near(t.lr_scale, r) for r in first)})
+    if any(not t.finished for t in mine) or not all(any(near(t.lr_scale, r) for t in mine) for r in first):
+        return added
+    best = min((t for t in mine if t.candidate), key=lambda t: t.loss, default=None)
+    if best is None:
+        return added
+    rates = sorted({float(t.lr_scale) for t in mine})
+    if near(best.lr_scale, rates[0]) and rates[0] / 2 >= lr / 2 ** (1 + EXTENSIONS) * (1 - 1e-9):
+        return sorted([*added, rates[0] / 2])
+    if near(best.lr_scale, rates[-1]) and rates[-1] * 2 <= lr * 2 ** (1 + EXTENSIONS) * (1 + 1e-9):
+        return sorted([*added, rates[-1] * 2])
+    return added
 
 
 def per_tier(tuned: dict[str, Setting], found: dict[tuple[str, float], Check]) -> dict[tuple[str, float], Setting]:

@@ -80,21 +80,47 @@ run_in_fresh_process(launcher_jobs.{job}, {pid_file!r}, 2.0)
 """
 
 
+# the launcher's parent, which does not wait for it: once killed, the launcher stays a zombie (as when a
+# chain and its sweep's launcher are stopped together, until init reaps the launcher)
+NOT_REAPING = """
+import subprocess, sys, time
+subprocess.Popen([sys.executable, "-c", sys.argv[1]])
+time.sleep(100)
+"""
+
+
+@pytest.mark.parametrize("reaped", [True, False], ids=["launcher-reaped", "launcher-a-zombie"])
 @pytest.mark.parametrize("job", ["sleep_then_record", "sleep_record_then_fail"])
-def test_a_job_whose_launcher_died_exits_when_it_ends(tmp_path, job):
+def test_a_job_whose_launcher_died_exits_when_it_ends(tmp_path, job, reaped):
     # bugs caught: the job's pool worker, orphaned by `kill -- -<pgid>` of a sweep, finished its job (its
     # checkpoint saved) and then waited forever for a next task, a process left on the machine per job;
-    # the same for a job that ends with an error, as one stopped by that SIGTERM does (seen 2026-11-29)
+    # the same for a job that ends with an error, as one stopped by that SIGTERM does (seen 2026-11-29);
+    # and for a launcher not yet reaped when its job ended, which still answered the job's "are you
+    # there?" (two such workers were left by one stop of the chains, 2026-11-29)
+    pid_file = tmp_path / "worker.pid"
+    code = ORPHAN.format(src=str(ROOT / "src"), tests=str(ROOT / "tests"), pid_file=str(pid_file), job=job)
+    parent = None
+    if reaped:
+        assert subprocess.run([sys.executable, "-c", code], timeout=120).returncode == -9  # SIGKILLed
+    else:
+        parent = subprocess.Popen([sys.executable, "-c", NOT_REAPING, code])
+    try:
+        _the_orphan_exits(pid_file)
+    finally:
+        if parent is not None:
+            parent.kill()
+            parent.wait()
+
+
+def _the_orphan_exits(pid_file):
     import os
     import time
 
-    pid_file = tmp_path / "worker.pid"
-    code = ORPHAN.format(src=str(ROOT / "src"), tests=str(ROOT / "tests"), pid_file=str(pid_file), job=job)
-    assert subprocess.run([sys.executable, "-c", code], timeout=120).returncode == -9  # SIGKILLed
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + 180  # the launcher starts its fork server (imports torch) first
     while not (pid_file.is_file() and pid_file.read_text().endswith("\n")) and time.monotonic() < deadline:
         time.sleep(0.2)
     pid = int(pid_file.read_text())  # the worker finished its job after its launcher died
+    deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         try:
             os.kill(pid, 0)

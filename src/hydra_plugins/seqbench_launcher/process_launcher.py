@@ -27,10 +27,9 @@ Jobs still run one at a time, so their timings do not compete for the CPU. A job
 from __future__ import annotations
 
 import logging
+import os
 import pickle
 from collections.abc import Sequence
-from concurrent.futures import ProcessPoolExecutor
-from concurrent.futures.process import BrokenProcessPool
 from multiprocessing import get_context
 from pathlib import Path
 
@@ -53,6 +52,70 @@ def job_context():
     context = get_context("forkserver")
     context.set_forkserver_preload(PRELOAD)
     return context
+
+
+class JobDied(RuntimeError):
+    """The job's process ended without sending a result (killed, e.g. for memory, or a crash in native code)."""
+
+
+def _alive(pid: int) -> bool:
+    """Whether the process `pid` still runs: a zombie (dead, its parent not yet waiting for it, as when the
+    launcher and its parent are stopped together) counts as gone."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's process now holds the number: ours is gone
+        return False
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return True  # no /proc (macOS): the signal test alone
+
+
+def _call_and_send(send, launcher_pid: int, fn, args) -> None:
+    """The fresh process's one call: `fn(*args)`, its result or its exception sent to the launcher, and
+    the process ends. A job whose launcher is gone when it ends (a sweep stopped with `kill -- -<pgid>`:
+    the job saves its last.ckpt on the SIGTERM, then ends) exits without sending: nobody would read it."""
+    try:
+        out = (True, fn(*args))
+    except BaseException as error:  # noqa: BLE001 - a job stopped by SIGTERM ends in a SystemExit: re-raised there
+        out = (False, error)
+    if not _alive(launcher_pid):
+        os._exit(0)
+    try:
+        send.send(out)
+    except BrokenPipeError:  # the launcher died since
+        os._exit(0)
+    except Exception as error:  # noqa: BLE001 - an exception that does not pickle: its text goes instead
+        send.send((False, RuntimeError(f"{type(out[1]).__name__}: {out[1]}") if not out[0] else error))
+
+
+def run_in_fresh_process(fn, *args):
+    """`fn(*args)` in a fresh process forked from the preloaded server (`job_context`); its result returned,
+    its exception raised here, `JobDied` where the process ended without either.
+
+    One process per call, which ends with the call: a pool's worker waits for its next task after its
+    job, and when the launcher was gone by then (stopped with its parent, so still a zombie when the job
+    asked after it) it waited forever, holding its memory: the orphans piled up on the machine
+    (seen 2026-11-29, two from one stop of the chains)."""
+    context = job_context()
+    receive, send = context.Pipe(duplex=False)
+    process = context.Process(target=_call_and_send, args=(send, os.getpid(), fn, args))
+    process.start()
+    send.close()  # the child holds the only write end now: its death reads as EOF here
+    try:
+        ok, value = receive.recv()
+    except EOFError:
+        process.join()
+        raise JobDied(f"the job's process ended (exit code {process.exitcode}) without a result") from None
+    finally:
+        receive.close()
+    process.join()
+    if not ok:
+        raise value
+    return value
 
 
 def _run_in_child(payload: bytes) -> bytes:
@@ -119,11 +182,10 @@ class ProcessLauncher(Launcher):
             # cloudpickle: the task function is usually the entry script's `main`, which plain pickle
             # can only name, and `@hydra.main` has replaced that name with its wrapper
             payload = cloudpickle.dumps((self.hydra_context, self.task_function, config, Singleton.get_state()))
-            with ProcessPoolExecutor(max_workers=1, mp_context=job_context()) as pool:
-                try:
-                    ret = pickle.loads(pool.submit(_run_in_child, payload).result())
-                except BrokenProcessPool:
-                    ret = self._died(config, list(overrides))
+            try:
+                ret = pickle.loads(run_in_fresh_process(_run_in_child, payload))
+            except JobDied:
+                ret = self._died(config, list(overrides))
             runs.append(ret)
             configure_log(self.config.hydra.hydra_logging, self.config.hydra.verbose)
         return runs

@@ -19,21 +19,18 @@ of its output folder, which is what a session stop does to everything outside th
 same command, after a session stop or a reboot, carries on where the sweep was.
 
 A job's process outlives its launcher by design: `kill -- -<pgid>` sends SIGTERM to both, and the job
-saves its `last.ckpt` before it stops. What it must not do is stay: a pool worker whose launcher is
-gone waits forever for its next task (it holds the write end of its own task pipe, so no EOF comes),
-and the orphans pile up across sessions. So a job that finds its launcher gone when it ends exits
-(`run_in_fresh_process`).
+saves its `last.ckpt` before it stops. What it must not do is stay: each job's process runs that one
+job and ends (`process_launcher.run_in_fresh_process`), so none waits for a next task, as pool workers
+did when their launcher was gone, piling up across sessions.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-import os
 import pickle
 from collections.abc import Sequence
-from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
-from concurrent.futures.process import BrokenProcessPool
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import cloudpickle
@@ -42,7 +39,8 @@ from hydra.core.singleton import Singleton
 from hydra.core.utils import JobReturn, JobStatus, configure_log, filter_overrides, setup_globals
 from omegaconf import open_dict, read_write
 
-from hydra_plugins.seqbench_launcher.process_launcher import ProcessLauncher, _run_in_child, job_context
+from hydra_plugins.seqbench_launcher.process_launcher import (  # noqa: F401 - run_in_fresh_process: tests import it here
+    JobDied, ProcessLauncher, _run_in_child, run_in_fresh_process)
 
 log = logging.getLogger(__name__)
 
@@ -88,34 +86,6 @@ def _run_with_threads(payload: bytes, threads: int | None) -> bytes:
 
         torch.set_num_threads(threads)
     return _run_in_child(payload)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-        return True
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # someone else's process now holds the number: ours is gone
-        return False
-
-
-def _then_exit_if_orphaned(launcher_pid: int, fn, *args):
-    try:
-        return fn(*args)
-    finally:  # also when it raises: a job stopped by the SIGTERM that killed its launcher ends with Lightning's
-        # SIGTERMException, a SystemExit that Hydra's run_job lets through. The job's parent is the fork
-        # server (`job_context`), not the launcher, so the launcher is asked after by its pid.
-        if not _alive(launcher_pid):  # the launcher died during the job: nobody will read the result
-            os._exit(0)
-
-
-def run_in_fresh_process(fn, *args):
-    """`fn(*args)` in a fresh process (forked from the preloaded server: `job_context`), its result
-    returned; the process ends with the call, also when the launcher was killed meanwhile (the module
-    docstring says why that needs saying)."""
-    with ProcessPoolExecutor(max_workers=1, mp_context=job_context()) as pool:
-        return pool.submit(_then_exit_if_orphaned, os.getpid(), fn, *args).result()
 
 
 class ResumableLauncher(ProcessLauncher):
@@ -176,7 +146,7 @@ class ResumableLauncher(ProcessLauncher):
         idx, config, overrides, payload, key = job
         try:
             ret = pickle.loads(run_in_fresh_process(_run_with_threads, payload, self.threads_per_job))
-        except BrokenProcessPool:
+        except JobDied:
             return idx, self._died(config, overrides)
         job_dir = Path(str(config.hydra.sweep.dir)) / str(config.hydra.sweep.subdir)
         if key is not None and completed(job_dir):

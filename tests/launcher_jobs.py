@@ -17,3 +17,14 @@ def sleep_record_then_fail(pid_file: str, seconds: float) -> int:
     SystemExit, which Hydra's run_job does not catch."""
     sleep_then_record(pid_file, seconds)
     raise SystemExit("stopped by SIGTERM")
+
+
+def raise_unpicklable() -> None:
+    """A job whose exception carries what pickle refuses (a lambda)."""
+    error = ValueError("boom")
+    error.hook = lambda: None
+    raise error
+
+
+def return_unpicklable():
+    return lambda: None

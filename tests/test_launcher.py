@@ -148,3 +148,17 @@ def test_a_job_directory_another_process_is_training_is_left_alone(tmp_path, lau
     assert not (tmp_path / "job1.json").exists()  # job 0 (+big=1) did not run a second time
     assert (tmp_path / "job0.json").exists(), out.stderr[-3000:]  # job 1 ran
     assert "is being trained by another process" in out.stdout + out.stderr
+
+
+def test_what_a_job_cannot_send_back_is_raised_in_the_launcher_as_its_text():
+    # bugs caught: an exception or a result that does not pickle lost (the launcher would wait for a
+    # result, or fail to unpack the pickling error sent bare in place of one)
+    sys.path.insert(0, str(ROOT / "tests"))
+    import launcher_jobs
+
+    from hydra_plugins.seqbench_launcher.process_launcher import run_in_fresh_process
+
+    with pytest.raises(RuntimeError, match="ValueError: boom"):
+        run_in_fresh_process(launcher_jobs.raise_unpicklable)
+    with pytest.raises(RuntimeError, match="its result could not be sent"):
+        run_in_fresh_process(launcher_jobs.return_unpicklable)

@@ -88,8 +88,9 @@ def _call_and_send(send, launcher_pid: int, fn, args) -> None:
         send.send(out)
     except BrokenPipeError:  # the launcher died since
         os._exit(0)
-    except Exception as error:  # noqa: BLE001 - an exception that does not pickle: its text goes instead
-        send.send((False, RuntimeError(f"{type(out[1]).__name__}: {out[1]}") if not out[0] else error))
+    except Exception as error:  # noqa: BLE001 - a result or exception that does not pickle: its text goes instead
+        what = f"{type(out[1]).__name__}: {out[1]}" if not out[0] else f"its result could not be sent ({error})"
+        send.send((False, RuntimeError(what)))
 
 
 def run_in_fresh_process(fn, *args):

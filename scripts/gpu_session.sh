@@ -3,6 +3,14 @@
 #
 #   bash scripts/gpu_session.sh bench  OUT              # ~3 min: layer + model throughput vs T, a Zaremba smoke
 #   bash scripts/gpu_session.sh zaremba OUT 00:00:06:00 # Zaremba medium and large side by side, capped by max_time
+#   bash scripts/gpu_session.sh campaign OUT 7          # the tuning chains' queued runs for 7 minutes (below)
+#
+# campaign: both corpora's chains (python -m seqbench.campaign: transfer, sizes, seeds) from `.gpu/sweeps`, a
+# copy of the CPU chains' finished sweeps, several sweeps at once, each job on the GPU in fp32
+# (SEQBENCH_MATMUL_PRECISION=highest: no TF32, cuDNN included), so its result may stand beside the CPU's.
+# Every finished job is appended to the archive (experiments/sweeps/*.jsonl, keyed by what it trains, not
+# where), which comes back as OUT/archive.tgz: merged into the repository's archive, the CPU chains restore
+# those jobs instead of training them. A job's metrics.json names the device it ran on.
 #
 # The machine has PyTorch and Lightning but not Hydra: `.gpu/site` holds the pure-Python packages copied
 # from the CPU venv (hydra, omegaconf, antlr4, dill, wcwidth) and `.gpu/data/ptb` the corpus, both
@@ -50,6 +58,29 @@ if [ "$phase" = bench ]; then
     --families ptb/rnn,ptb/lstm,ptb/gru,ptb/transformer:dropout=0,ptb/gpt:dropout=0 \
     --max-mem-gb 60 --out "$work/bench_cuda" > "$work/bench.log" 2>&1
   tail -40 "$work/bench.log"
+elif [ "$phase" = campaign ]; then
+  export SEQBENCH_MATMUL_PRECISION=highest
+  # one 20-step job through the sweeps' own launcher first: a job forked from its preloaded server must
+  # reach the GPU, or the session's minutes would go to jobs that all fail the same way
+  ${PY:-python3} src/train.py -m hydra/launcher=resumable hydra.sweep.dir=$work/preflight hydra.launcher.jobs=1 \
+    experiment=tune_frontier preset=frontier/shakespeare/lstm debug=fast logger=csv > "$out/preflight.log" 2>&1
+  grep -h '"device"' $work/preflight/0/metrics.json | tee -a "$out/device_$phase.txt"
+  grep -q '"status": "completed"' $work/preflight/0/metrics.json || { echo "preflight failed: $out/preflight.log"; exit 1; }
+  nvidia-smi dmon -s u -d 15 > "$out/dmon.txt" 2>&1 &
+  dmon=$!
+  chains=()
+  for experiment in tune_frontier_ptb tune_frontier; do
+    timeout "${cap}m" ${PY:-python3} -u -m seqbench.campaign "$experiment" --root .gpu/sweeps --archive experiments/sweeps \
+      --jobs "${JOBS:-3}" --sweeps-at-once "${AT_ONCE:-4}" --steps transfer,sizes,seeds -- logger=csv \
+      > "$out/campaign_$experiment.log" 2>&1 &
+    chains+=($!)
+  done
+  wait "${chains[@]}"
+  kill $dmon
+  date -u +"end %FT%TZ" | tee -a "$out/device_$phase.txt"
+  tar czf "$out/archive.tgz" experiments/sweeps
+  tar czf "$out/launchers.tgz" .gpu/sweeps/*/launcher.log .gpu/sweeps/*/jobs.jsonl
+  exit 0
 else
   # both recipes side by side on the one GPU; max_time stops training inside an epoch, then the best
   # checkpoint is tested, so a capped run still reports a real test perplexity

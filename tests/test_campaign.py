@@ -378,3 +378,29 @@ def test_the_chain_runs_the_rate_a_check_adds_in_the_same_call(tmp_path, monkeyp
     assert [n for n in launched if n.startswith("tune_frontier_transfer_lr_1e13")] == [
         f"tune_frontier_transfer_lr_1e13_{LSTM}_{r}" for r in ("0.5", "0.25", "0.125")]
     assert len(launched) == len(set(launched))  # each sweep launched once
+
+
+def test_sweeps_at_once_runs_a_rounds_sweeps_side_by_side_and_each_to_its_end(tmp_path, monkeypatch):
+    # bug caught: --sweeps-at-once accepted but the round still run one sweep after another (a GPU session
+    # would spend its minutes on a transfer check's two or three jobs at a time), or one sweep that stops
+    # cancelling the others of its round
+    import threading
+
+    grid(tmp_path / "tune_frontier", LSTM, [1, 2, 4], [256, 512, 1024], {(2, 512): 1.5}, corpus="shakespeare", heldout=True)
+    for name in ("tune_frontier", "tune_frontier_edge_tokens", "tune_frontier_edge_lr"):
+        (tmp_path / name).mkdir(exist_ok=True)
+        (tmp_path / name / DONE).write_text("")
+    together = threading.Barrier(2, timeout=20)  # the first two sweeps of the round must be in flight at once
+    launched = []
+
+    def launch(root, name, overrides, *args, **kwargs):
+        launched.append(name)
+        if len(launched) <= 2:
+            together.wait()
+        return "tokens" not in name  # the tokens sweep stops; its neighbours still end
+
+    monkeypatch.setattr("seqbench.campaign.run_sweep", launch)
+    assert main(["tune_frontier", "--root", str(tmp_path), "--steps", "transfer", "--archive", "none",
+                 "--sweeps-at-once", "4"]) == 1
+    assert sorted(launched) == sorted(n for n, _ in Chain("tune_frontier", tmp_path).transfer())
+    assert any("tokens" in n for n in launched) and len(launched) > 2

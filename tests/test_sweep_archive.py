@@ -240,3 +240,26 @@ def test_the_dry_run_counts_the_archived_jobs_of_a_sweep_not_yet_restored(tmp_pa
     assert main(["tune_frontier_ptb", "--dry-run", "--root", str(tmp_path / "root"), "--steps", "search",
                  "--archive", str(tmp_path / "archive")]) == 0
     assert "tune_frontier_ptb [to run; 2 job(s) in the archive, restored on launch]" in capsys.readouterr().out
+
+
+def test_a_merge_adds_the_jobs_the_other_copy_holds_and_keeps_the_ones_both_hold(tmp_path):
+    # bug caught: a merge that appends every line of the other copy, so a job both hold takes the other's
+    # entry (the last line of a key wins) and a run a chain or report already read changes under it; or
+    # one that skips a sweep this archive has no file for yet
+    from seqbench.sweep_archive import main as archive_main
+
+    mine, theirs = tmp_path / "mine", tmp_path / "theirs"
+    key = lambda lr: make_key("lstm", "m", 1e13, lr, 256, 1234, {})  # noqa: E731
+    Archive(mine, "s").append(key(1), "0", {"val/loss": 1.5, "device": "cpu"})
+    Archive(theirs, "s").append(key(1), "0", {"val/loss": 1.4, "device": "cuda"})
+    Archive(theirs, "s").append(key(2), "1", {"val/loss": 1.3, "device": "cuda"})
+    Archive(theirs, "t").append(key(4), "0", {"val/loss": 1.2, "device": "cuda"})
+    with open(theirs / "t.jsonl", "a") as f:
+        f.write('{"key": {"torn')  # a line a killed process left: not copied
+    assert archive_main(["merge", str(theirs), "--archive", str(mine)]) == 0
+    entries = Archive(mine, "s").entries()
+    assert [e["metrics"]["device"] for e in entries.values()] == ["cpu", "cuda"]
+    assert Archive(mine, "s").find(key(2))["metrics"]["val/loss"] == 1.3
+    assert [e["metrics"]["val/loss"] for e in Archive(mine, "t").entries().values()] == [1.2]
+    assert archive_main(["merge", str(theirs), "--archive", str(mine)]) == 0  # again: nothing more
+    assert len((mine / "s.jsonl").read_text().splitlines()) == 2

@@ -346,6 +346,29 @@ def _outcome_count(sweep: Path) -> int:
     return len(path.read_bytes().splitlines()) if path.is_file() else 0
 
 
+def _run_sweeps(todo: list[Sweep], args, extra: list[str]) -> list[str]:
+    """Run a round of a step's sweeps, `args.sweeps_at_once` of them side by side; the names of those that did
+    not complete. The sweeps of one round read only the steps before theirs, never each other, so their
+    order does not matter; on the 2-core machine one at a time (each sweep's jobs fill the cores), on a
+    machine with many cores or a GPU several, since a transfer check's sweep has only two or three jobs.
+    Every sweep of the round runs to its end even where another stopped: a finished job is a finished job."""
+    archive = None if args.archive == "none" else Path(args.archive)
+
+    def one(sweep: Sweep) -> bool:
+        return run_sweep(args.root, sweep[0], sweep[1], args.jobs, extra, archive=archive)
+
+    if args.sweeps_at_once <= 1:
+        for sweep in todo:  # in order, and the first that stops ends the round: the later ones wait for a person
+            if not one(sweep):
+                return [sweep[0]]
+        return []
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(args.sweeps_at_once) as pool:
+        completed = list(pool.map(one, todo))
+    return [name for (name, _), ok in zip(todo, completed) if not ok]
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     extra = argv[argv.index("--") + 1:] if "--" in argv else []
@@ -356,6 +379,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--jobs", type=int, default=2, help="jobs at a time (one thread each)")
     parser.add_argument("--archive", default=str(DEFAULT_ARCHIVE), help="the folder of the committed archive of "
                         "finished jobs (seqbench.sweep_archive); `none`: keep nothing there")
+    parser.add_argument("--sweeps-at-once", type=int, default=1, help="a step's sweeps run side by side, this many "
+                        "at a time, each with --jobs jobs (a machine with more cores than a sweep has jobs, or a GPU)")
     parser.add_argument("--steps", default=",".join(Chain.STEPS), help=f"which of {', '.join(Chain.STEPS)}")
     parser.add_argument("--top-families", default="", help="the families of the `top` step (comma-separated; "
                         "default: every family searched)")
@@ -382,15 +407,14 @@ def main(argv: list[str] | None = None) -> int:
         print(f"# {step}: " + ("nothing to run" if not sweeps else f"{len(sweeps)} sweep(s)"))
         ran: set[str] = set()
         while todo := [(name, overrides) for name, overrides in sweeps if name not in ran]:
-            for name, overrides in todo:
-                ran.add(name)
-                if args.dry_run:
+            ran.update(name for name, _ in todo)
+            if args.dry_run:
+                for name, overrides in todo:
                     state = "done" if (args.root / name / DONE).is_file() else "to run" + _archived(args.archive, name)
                     print(f"  {name} [{state}]: {shlex.join(overrides)}")
-                elif not run_sweep(args.root, name, overrides, args.jobs, extra,
-                                   archive=None if args.archive == "none" else Path(args.archive)):
-                    print(f"# stopped at {step}: {name} has jobs that did not complete; the same command resumes it")
-                    return 1
+            elif stopped := _run_sweeps(todo, args, extra):
+                print(f"# stopped at {step}: {', '.join(stopped)} did not complete; the same command resumes it")
+                return 1
             # a step may grow from its own results (the transfer check's rate beyond a best on its edge):
             # computed again once its sweeps have run, until it adds nothing
             sweeps = sweeps if args.dry_run else getattr(chain, step)()

@@ -92,6 +92,15 @@ def build(cfg: DictConfig, choices: dict | None = None):
     return datamodule, model
 
 
+def set_matmul_precision(precision: str) -> None:
+    """`matmul_precision`: "high" lets a GPU multiply fp32 in TF32 (10-bit mantissas); "highest" keeps fp32
+    everywhere, cuDNN's recurrent and convolution kernels too (torch leaves `cudnn.allow_tf32` on, apart from
+    the matmul setting), so a GPU run computes what a CPU run does and may join CPU runs in one comparison
+    (`SEQBENCH_MATMUL_PRECISION=highest`: scripts/gpu_session.sh's campaign phase)."""
+    torch.set_float32_matmul_precision(precision)
+    torch.backends.cudnn.allow_tf32 = precision != "highest"
+
+
 def train(cfg: DictConfig, output_dir: Path, choices: dict | None = None, overrides: list[str] | None = None) -> dict:
     """Fit, test from the best checkpoint, and write `metrics.json`; returns the metrics."""
     started, cpu_started = time.time(), time.process_time()
@@ -99,7 +108,8 @@ def train(cfg: DictConfig, output_dir: Path, choices: dict | None = None, overri
     # the ledger's provenance (seqbench.ledger): when it started and, below, on what machine and code
     metrics: dict[str, Any] = {"status": "running", "overrides": " ".join(overrides or []), "date": utc_now()}
     metrics_path = output_dir / "metrics.json"
-    precision = torch.get_float32_matmul_precision()  # the run's setting is the run's: restored after it
+    # the run's setting is the run's: restored after it
+    precision, cudnn_tf32 = torch.get_float32_matmul_precision(), torch.backends.cudnn.allow_tf32
     try:
         log_once()
         # tune: the family's size, the search's lr, schedule and clipping; before the config is shown and resolved
@@ -109,7 +119,7 @@ def train(cfg: DictConfig, output_dir: Path, choices: dict | None = None, overri
         log.info(describe_recipe(cfg))
         if cfg.get("seed") is not None:
             L.seed_everything(cfg.seed, workers=True)
-        torch.set_float32_matmul_precision(cfg.get("matmul_precision", "high"))
+        set_matmul_precision(cfg.get("matmul_precision", "high"))
         datamodule, model = build(cfg, choices)
         metrics.update(apply_tokens_per_step(cfg, model, datamodule))  # before the budget counts a step's tokens
         metrics.update(apply_compute_budget(cfg, model, datamodule))  # sets the trainer's steps from budget.flops
@@ -163,6 +173,7 @@ def train(cfg: DictConfig, output_dir: Path, choices: dict | None = None, overri
         raise
     finally:
         torch.set_float32_matmul_precision(precision)
+        torch.backends.cudnn.allow_tf32 = cudnn_tf32
         metrics["wall_time_s"] = time.time() - started
         # this process's CPU seconds, all threads (LearningCurve's docstring: a shared or paused machine's
         # wall time holds other work; this does not)

@@ -173,6 +173,28 @@ class Archive:
             append_line(self.path, entry)
 
 
+def merge(other: Path, directory: Path) -> dict[str, int]:
+    """Append to `directory`'s archive the jobs of `other` (another machine's copy of it, such as the one a GPU
+    session brings back: scripts/gpu_session.sh) that it lacks; sweep name -> jobs added. A job both hold
+    keeps the entry it has: the later line of a key replaces the earlier (`Archive.entries`), and a run
+    already read by a report or a chain's step must not change under it."""
+    from seqbench.hydra_callbacks import append_line
+
+    added = {}
+    for path in sorted(Path(other).glob("*.jsonl")):
+        mine = Archive(directory, path.stem)
+        theirs = Archive(other, path.stem).entries()
+        mine.path.parent.mkdir(parents=True, exist_ok=True)
+        with FileLock(str(mine.path) + ".lock"):
+            have = mine.entries()
+            new = [entry for key, entry in theirs.items() if key not in have]
+            for entry in new:
+                append_line(mine.path, entry)
+        if new:
+            added[path.stem] = len(new)
+    return added
+
+
 def curve_of(job_dir: Path) -> list[dict]:
     """A finished job's validation curve, as the report reads it from `csv/metrics.csv`."""
     from seqbench.report import read_curve
@@ -336,7 +358,16 @@ def main(argv: list[str] | None = None) -> int:
     curves = sub.add_parser("add-curves", help="give archived jobs of these sweep folders the curves their runs left")
     curves.add_argument("sweep_dir", nargs="+", type=Path)
     curves.add_argument("--archive", type=Path, default=DEFAULT_DIR)
+    merging = sub.add_parser("merge", help="add the jobs another copy of the archive holds and this one lacks")
+    merging.add_argument("other", type=Path, help="the other archive's folder (its <sweep>.jsonl files)")
+    merging.add_argument("--archive", type=Path, default=DEFAULT_DIR)
     args = parser.parse_args(argv)
+    if args.command == "merge":
+        added = merge(args.other, args.archive)
+        for sweep, count in added.items():
+            print(f"{sweep}: {count} job(s) added from {args.other}")
+        print(f"{sum(added.values())} job(s) added in all")
+        return 0
     if args.command == "add-curves":
         for sweep_dir in args.sweep_dir:
             print(f"{sweep_dir.name}: {add_curves(sweep_dir, args.archive)} job(s) given their curve")

@@ -3,7 +3,8 @@
 #
 #   bash scripts/gpu_session.sh bench  OUT              # ~3 min: layer + model throughput vs T, a Zaremba smoke
 #   bash scripts/gpu_session.sh zaremba OUT 00:00:06:00 # Zaremba medium and large side by side, capped by max_time
-#   bash scripts/gpu_session.sh campaign OUT 7          # the tuning chains' queued runs for 7 minutes (below)
+#   bash scripts/gpu_session.sh campaign OUT 7          # the tuning chains' queued runs for 7 minutes (below);
+#                                                       # give the call a timeout_s of the minutes + 90 s
 #
 # campaign: both corpora's chains (python -m seqbench.campaign: transfer, sizes, seeds) from `.gpu/sweeps`, a
 # copy of the CPU chains' finished sweeps, several sweeps at once, each job on the GPU in fp32
@@ -68,6 +69,10 @@ elif [ "$phase" = campaign ]; then
   grep -q '"status": "completed"' $work/preflight/0/metrics.json || { echo "preflight failed: $out/preflight.log"; exit 1; }
   nvidia-smi dmon -s u -d 15 > "$out/dmon.txt" 2>&1 &
   dmon=$!
+  # the archive as it stands, every 30 s: a call cut off by its own timeout still brings back the jobs
+  # that finished (on 2026-11-29 a 3-minute call ran 20 s past its limit and brought back nothing)
+  while sleep 30; do tar czf "$out/archive.tgz.part" experiments/sweeps && mv "$out/archive.tgz.part" "$out/archive.tgz"; done &
+  packer=$!
   chains=()
   for experiment in tune_frontier_ptb tune_frontier; do
     timeout "${cap}m" ${PY:-python3} -u -m seqbench.campaign "$experiment" --root .gpu/sweeps --archive experiments/sweeps \
@@ -76,7 +81,7 @@ elif [ "$phase" = campaign ]; then
     chains+=($!)
   done
   wait "${chains[@]}"
-  kill $dmon
+  kill $dmon $packer
   date -u +"end %FT%TZ" | tee -a "$out/device_$phase.txt"
   tar czf "$out/archive.tgz" experiments/sweeps
   tar czf "$out/launchers.tgz" .gpu/sweeps/*/launcher.log .gpu/sweeps/*/jobs.jsonl

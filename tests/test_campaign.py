@@ -158,6 +158,8 @@ def test_a_tier_where_the_transfer_check_found_a_better_setting_trains_its_final
     (d / "metrics.json").write_text(json.dumps({**metrics, "val/loss": None, "train/loss": None}))
     for n, (t, loss) in enumerate([(256, 1.50), (1024, 1.40)]):
         job(tokens, n, LSTM, 2, t, loss=loss, budget=1e13, **shakespeare)
+    # 1024 is the most tokens the neighbours tried and their best: the check doubles it once (1024 stays the best)
+    job(tmp_path / "tune_frontier_transfer_tokens_1e13_lstm_2048", 0, LSTM, 2, 2048, loss=1.42, budget=1e13, **shakespeare)
     low = tmp_path / "tune_frontier_transfer_1e11_lstm"
     for n, (lr, loss) in enumerate([(1, 1.795), (2, 1.8), (4, 1.85)]):  # at 1e11 lr x 1 wins inside the seed noise
         job(low, n, LSTM, lr, 512, loss=loss, budget=1e11, **shakespeare)
@@ -166,11 +168,12 @@ def test_a_tier_where_the_transfer_check_found_a_better_setting_trains_its_final
     found = checks(read_local(chain.transfer_dirs()), tuned)
     assert per_tier(tuned, found) == {(LSTM, 1e13): {"lr_scale": 2.0, "tokens_per_step": 1013}}
     # a check still running moves nothing: here the tokens neighbours' sweep planned one more trial
-    assert per_tier(tuned, checks(read_local(chain.transfer_dirs()), tuned, {(LSTM, 1e13): 6})) == {}
-    assert "moved: 0.0500 (so far) | 5 of 6 |" in markdown(checks(read_local(chain.transfer_dirs()), tuned, {(LSTM, 1e13): 6}))
-    assert chain.checks()[1][(LSTM, 1e13)].planned == 5  # the chain's own sweeps: 3 rates, 2 tokens neighbours
+    assert per_tier(tuned, checks(read_local(chain.transfer_dirs()), tuned, {(LSTM, 1e13): 7})) == {}
+    assert "moved: 0.0500 (so far) | 6 of 7 |" in markdown(checks(read_local(chain.transfer_dirs()), tuned, {(LSTM, 1e13): 7}))
+    # the chain's own sweeps: 3 rates, 2 tokens neighbours, and 2048 tokens (1024 was the most tried, and best)
+    assert chain.checks()[1][(LSTM, 1e13)].planned == 6
     assert found[(LSTM, 1e13)].gain == pytest.approx(0.05) and found[(LSTM, 1e11)].held
-    assert "| lstm | 1e+13 | lr x 2, 501 tokens | 1.4500 | lr x 2, 1013 tokens | 1.4000 | moved: 0.0500 | 5 of 5 |" in markdown(found)
+    assert "| lstm | 1e+13 | lr x 2, 501 tokens | 1.4500 | lr x 2, 1013 tokens | 1.4000 | moved: 0.0500 | 6 of 6 |" in markdown(found)
     assert "| lstm | 1e+11 | lr x 2, 501 tokens | 1.8000 | lr x 1, 501 tokens | 1.7950 | held (0.0050 ≤ 0.01) | 3 of 3 |" in markdown(found)
 
     (base, base_overrides), (moved, moved_overrides) = chain.sizes()
@@ -349,6 +352,59 @@ def test_a_check_whose_best_rate_is_the_lowest_or_highest_tried_goes_one_rate_fu
     assert [n.rsplit("_", 1)[1] for n, _ in added("1e11")] == ["8"]
     _rate_check(tmp_path, {8: 1.0}, tier=1e11, status={8: "diverged"})
     assert [n.rsplit("_", 1)[1] for n, _ in added("1e11")] == ["8"]
+
+
+def _tokens_check(tmp_path, losses: dict[int, float], tier=1e13, status=None):
+    """The LSTM's transfer trials at its tuned rate (lr x 2) on the tokens axis, each in the sweep the chain
+    names for it: the tuned 501 tokens (the rate sweep's middle job), the grid's neighbours 256 and 1024
+    (the tokens sweep) and the added values (one sweep each)."""
+    from seqbench.final_cells import flops_text
+
+    t = flops_text(tier)
+    for tokens, loss in losses.items():
+        sweep, n = ((f"tune_frontier_transfer_{t}_{LSTM}", 1) if tokens == 501 else
+                    (f"tune_frontier_transfer_tokens_{t}_{LSTM}", [256, 1024].index(tokens)) if tokens in (256, 1024)
+                    else (f"tune_frontier_transfer_tokens_{t}_{LSTM}_{tokens}", 0))
+        shutil.rmtree(tmp_path / sweep / str(n), ignore_errors=True)
+        job(tmp_path / sweep, n, LSTM, 2, tokens, loss=loss, budget=tier, corpus="shakespeare", heldout=True,
+            status=(status or {}).get(tokens, "completed"))
+
+
+def test_a_check_whose_best_tokens_are_the_most_tried_doubles_them_until_it_is_inside(tmp_path):
+    # bugs caught: a tier's setting moved to the most tokens per step checked and left there (PTB's minGRU
+    # and minLSTM at 1e13 on the H200: 512 against the tuned 245, by up to 0.11 nats); tokens added before
+    # the tuned value and its neighbours finished, past a value that diverged, or without end; the added
+    # trial left out of the check's choice or of its planned trials
+    grid(tmp_path / "tune_frontier", LSTM, [1, 2, 4], [256, 512, 1024], {(2, 512): 1.5}, corpus="shakespeare", heldout=True)
+    chain = Chain("tune_frontier", tmp_path)
+
+    def added(tier="1e13") -> list[int]:
+        prefix = f"tune_frontier_transfer_tokens_{tier}_{LSTM}_"
+        return [int(name.removeprefix(prefix)) for name, _ in chain.transfer() if name.startswith(prefix)]
+
+    for lr, n in ((1, 0), (4, 2)):  # the rate sweep's other trials: worse, so no rate is added
+        job(tmp_path / f"tune_frontier_transfer_1e13_{LSTM}", n, LSTM, lr, 501, loss=2.0, budget=1e13,
+            corpus="shakespeare", heldout=True)
+    _tokens_check(tmp_path, {501: 1.5, 256: 1.6})  # 1024 has not run yet: no best known
+    assert added() == []
+    _tokens_check(tmp_path, {1024: 1.4})
+    assert added() == [2048]
+    assert dict(chain.transfer())[f"tune_frontier_transfer_tokens_1e13_{LSTM}_2048"][-2:] == [
+        "tune.lr_scale=2", "tune.tokens_per_step=2048"]
+    assert not chain.checks()[1][(LSTM, 1e13)].complete  # the added trial is planned: nothing moves before it
+    _tokens_check(tmp_path, {2048: 1.3})
+    assert added() == [2048, 4096]
+    _tokens_check(tmp_path, {4096: 1.35})  # the best lies inside now: nothing more
+    assert added() == [2048, 4096]
+    check = chain.checks()[1][(LSTM, 1e13)]
+    assert check.complete and check.chosen == {"lr_scale": 2, "tokens_per_step": 2048 - 11}
+    _tokens_check(tmp_path, {4096: 1.2, 8192: 1.1})  # at most EXTENSIONS (3) doublings past the neighbours
+    assert added() == [2048, 4096, 8192]
+    # never past a value that diverged
+    _tokens_check(tmp_path, {501: 1.5, 256: 1.6, 1024: 1.4}, tier=1e11)
+    assert added("1e11") == [2048]
+    _tokens_check(tmp_path, {2048: 1.0}, tier=1e11, status={2048: "diverged"})
+    assert added("1e11") == [2048]
 
 
 def test_the_chain_runs_the_rate_a_check_adds_in_the_same_call(tmp_path, monkeypatch):

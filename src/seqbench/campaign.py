@@ -20,7 +20,8 @@ The sweeps, in the chain's order, are named `<experiment>`, `<experiment>_untune
 `<experiment>_transfer_tokens_<tier>_<family>` (the transfer check at every tier the search did not run
 at, the highest first: the tuned rate and its two neighbours, the tuned tokens per step's grid
 neighbours, and `<experiment>_transfer_lr_<tier>_<family>_<rate>` one rate further while the best lies
-on the lowest or highest rate tried; the best checked trial is the family's setting at that tier,
+on the lowest or highest rate tried, `<experiment>_transfer_tokens_<tier>_<family>_<tokens>` twice the
+tokens while the best lies on the most tried; the best checked trial is the family's setting at that tier,
 `seqbench.transfer`),
 `<frontier>_tuned_sizes` (and `<frontier>_tuned_sizes_<tier>` for the families whose setting moved at a
 tier), `<frontier>_tuned_seeds_<tier>` and
@@ -149,15 +150,16 @@ class Chain:
         (`_transfer_tokens_`): the tokens a step should hold grow with the budget (McCandlish et al.
         2018), and a search at a small budget favours the fewest. Where the best of the rates tried lies
         on the lowest or the highest of them, one sweep more, a rate one step further that way
-        (`seqbench.transfer.rate_extensions`): this step grows from its own results, and `main` computes
-        it again after running it. The best checked trial is the family's setting at that tier
+        (`seqbench.transfer.rate_extensions`), and where the best of the tokens tried at the tuned rate is
+        the most of them, one sweep of twice that (`token_extensions`): this step grows from its own
+        results, and `main` computes it again after running it. The best checked trial is the family's setting at that tier
         (`seqbench.transfer`)."""
         return self._transfer(self._searches())
 
     def _transfer(self, found: list) -> list[Sweep]:
         from seqbench.analysis.tuning_search import token_neighbours
         from seqbench.final_cells import Experiment, flops_text
-        from seqbench.transfer import rate_extensions
+        from seqbench.transfer import rate_extensions, token_extensions
         from seqbench.tuning import searched
 
         experiment = Experiment(self.experiment)
@@ -181,6 +183,9 @@ class Chain:
                 for rate in rate_extensions(checked.get((family, float(tier))), setting):
                     out.append((f"{self.experiment}_transfer_lr_{flops_text(tier)}_{family}_{rate:g}",
                                 [*common, f"tune.lr_scale={rate:g}", f"tune.tokens_per_step={setting['tokens_per_step']}"]))
+                for tokens in token_extensions(checked.get((family, float(tier))), setting, grids.get(family)):
+                    out.append((f"{self.experiment}_transfer_tokens_{flops_text(tier)}_{family}_{tokens}",
+                                [*common, f"tune.lr_scale={lr:g}", f"tune.tokens_per_step={tokens}"]))
         return out
 
     def top(self) -> list[Sweep]:

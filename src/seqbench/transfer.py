@@ -145,7 +145,7 @@ def rate_extensions(search, tuned: Setting) -> list[float]:
     rate checked (PTB's LSTM and GRU, Tiny Shakespeare's RNN, GRU and minLSTM at 1e13), so the move alone
     would settle each on the edge of three points. Nothing is added until all three first rates have
     finished (the best is not known before), nor past a rate that diverged (it is never the best). The
-    tokens axis has no extension: its neighbours are the search grid's own values.
+    tokens axis has its own rule (`token_extensions`).
     `search`: the tier's `Search` of the transfer sweeps' runs for this family (None: none ran yet)."""
     if search is None:
         return []
@@ -168,6 +168,40 @@ def rate_extensions(search, tuned: Setting) -> list[float]:
         return sorted([*added, rates[0] / 2])
     if near(best.lr_scale, rates[-1]) and rates[-1] * 2 <= lr * 2 ** (1 + EXTENSIONS) * (1 + 1e-9):
         return sorted([*added, rates[-1] * 2])
+    return added
+
+
+def token_extensions(search, tuned: Setting, neighbours: list[int] | None) -> list[int]:
+    """The tokens per step the check runs at one tier beyond the tuned value and its grid neighbours (at the
+    tuned rate): those already run there and, where the best of them is the most tokens run, twice that,
+    up to `EXTENSIONS` doublings past the neighbours.
+
+    The rate's edge rule on the second axis, upwards only. On the H200 on 2026-11-29 PTB's minGRU and
+    minLSTM had their best at 1e13 on the most tokens checked (512 against the tuned 245: 0.11 nats
+    better for minLSTM), and the tokens a step should hold grow with the budget (McCandlish et al.
+    2018): the check runs at the tiers above the search first. Downwards a step cannot hold fewer tokens
+    than one stream or window, which the grid's smallest value is already near, so no extension goes
+    below the grid. Nothing is added until the tuned value and its neighbours have finished, nor past a
+    value that diverged. `search`: the tier's `Search` of the transfer sweeps' runs for this family;
+    `neighbours`: the grid values the check asked beside the tuned one (`tuning_search.token_neighbours`)."""
+    if search is None or not neighbours or tuned.get("tokens_per_step") is None:
+        return []
+    lr = float(tuned.get("lr_scale") or 1.0)
+    mine = [t for t in search.trials if t.tokens_grid is not None and t.lr_scale is not None
+            and math.isclose(float(t.lr_scale), lr, rel_tol=1e-6)]
+    tokens = int(tuned["tokens_per_step"])
+
+    def at_tuned(t) -> bool:  # the rate sweep's trial: asked the tuned value, or held it
+        return t.tokens_grid == tokens or setting_of(t)["tokens_per_step"] == tokens
+
+    added = sorted({t.tokens_grid for t in mine if not at_tuned(t)} - set(neighbours))
+    if (any(not t.finished for t in mine) or not any(at_tuned(t) for t in mine)
+            or not set(neighbours) <= {t.tokens_grid for t in mine}):
+        return added
+    best = min((t for t in mine if t.candidate), key=lambda t: t.loss, default=None)
+    most = max(t.tokens_grid for t in mine)
+    if best is not None and best.tokens_grid == most and most * 2 <= max(tokens, *neighbours) * 2 ** EXTENSIONS:
+        return [*added, most * 2]
     return added
 
 

@@ -10,7 +10,8 @@ import shutil
 import pytest
 from omegaconf import OmegaConf
 
-from seqbench.campaign import DONE, Chain, failed_jobs, main, parse_commands, run_sweep
+from seqbench.campaign import failed_jobs, main, run_sweep
+from seqbench.chain import DONE, Chain, parse_commands
 from test_tuning_record import GPT, LSTM, grid, job
 
 # stands in for src/train.py: appends a launch to launches.txt and writes the outcomes of $OUTCOMES, whose

@@ -10,7 +10,8 @@ from collections import Counter
 import pytest
 
 from seqbench.analysis.campaign_cost import rows, rule_jobs, sweep_jobs
-from seqbench.campaign import DONE, Chain, main, parse_commands
+from seqbench.campaign import main
+from seqbench.chain import DONE, Chain, parse_commands
 from seqbench.families import compared
 from seqbench.final_cells import Experiment, command, final_commands
 from seqbench.ledger import read_record

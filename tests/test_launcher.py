@@ -67,7 +67,7 @@ def test_train_sweeps_use_the_process_launcher(cfg_factory=None):
 ORPHAN = """
 import os, signal, sys, threading, time
 sys.path.insert(0, {src!r}); sys.path.insert(0, {tests!r})
-from hydra_plugins.seqbench_launcher.resumable_launcher import run_in_fresh_process
+from hydra_plugins.seqbench_launcher.process_launcher import run_in_fresh_process
 import launcher_jobs
 
 def kill_once_started():  # the launcher dies mid-job

@@ -41,7 +41,7 @@ DATA_ARGS = {
 }
 PAIRS = pairs()  # computed once: it imports every family's and corpus's module (seconds, in each worker)
 DATAMODULES: dict[str, object] = {}  # one set-up corpus per data config, shared by the families
-STEP = ["trainer.max_epochs=1", "trainer.limit_train_batches=1", "trainer.limit_val_batches=1", "trainer.limit_test_batches=1", "test=false",
+STEP = ["trainer.max_epochs=1", "trainer.num_sanity_val_steps=0", "trainer.limit_train_batches=1", "trainer.limit_val_batches=1", "trainer.limit_test_batches=1", "test=false",
         "~callbacks.step_checkpoint"]
 
 

@@ -14,7 +14,7 @@ from omegaconf import OmegaConf
 
 from conftest import ROOT, compose_raw, run_cli
 from seqbench.analysis.tuning_trials import from_metrics
-from seqbench.campaign import Chain
+from seqbench.chain import Chain
 from seqbench.final_cells import Experiment
 from seqbench.sweep_archive import Archive, from_trials, job_key, make_key, metrics_of_row, rest_of, same_job
 

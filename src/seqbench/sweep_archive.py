@@ -372,7 +372,7 @@ def main(argv: list[str] | None = None) -> int:
         for sweep_dir in args.sweep_dir:
             print(f"{sweep_dir.name}: {add_curves(sweep_dir, args.archive)} job(s) given their curve")
         return 0
-    from seqbench.campaign import Chain
+    from seqbench.chain import Chain
     from seqbench.compose import CONF_DIR
     from seqbench.final_cells import Experiment
 

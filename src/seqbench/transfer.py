@@ -6,7 +6,7 @@ the grid's fewest tokens per step (more optimizer steps win a short budget), and
 setting from 1e12 gave validation perplexity 401 at 1e13 where its untuned recipe gave 177. The tokens a
 step should hold grow with the budget (McCandlish et al. 2018), and so may the rate's optimum.
 
-So the chain checks every tier it did not search (`seqbench.campaign.Chain.transfer`): each family at
+So the chain checks every tier it did not search (`seqbench.chain.Chain.transfer`): each family at
 the searched size with its tuned setting, the rate x ½ and x 2 (and further that way while the best lies
 on the lowest or highest rate tried, `rate_extensions`), and its tuned rate at the tokens-per-step grid's
 neighbours of its best, one seed each. This module reads those runs, by one rule for every family:
@@ -248,7 +248,7 @@ def markdown(found: dict[tuple[str, float], Check]) -> str:
 
 
 def main(argv: list[str] | None = None) -> str:
-    from seqbench.campaign import Chain
+    from seqbench.chain import Chain
     from seqbench.provenance import command_line, utc_now
 
     parser = argparse.ArgumentParser(prog="python -m seqbench.transfer",

@@ -39,8 +39,7 @@ from hydra.core.singleton import Singleton
 from hydra.core.utils import JobReturn, JobStatus, configure_log, filter_overrides, setup_globals
 from omegaconf import open_dict, read_write
 
-from hydra_plugins.seqbench_launcher.process_launcher import (  # noqa: F401 - run_in_fresh_process: tests import it here
-    JobDied, ProcessLauncher, _run_in_child, run_in_fresh_process)
+from hydra_plugins.seqbench_launcher.process_launcher import JobDied, ProcessLauncher, _run_in_child, run_in_fresh_process
 
 log = logging.getLogger(__name__)
 

@@ -194,8 +194,8 @@ def _sweep_dirs(chain, frontier: str) -> dict[str, list[Path]]:
 
 
 def rows(chain, steps: list[str]) -> list[Row]:
-    """One row per step of `steps`, read from the sweeps under `chain.root` (`seqbench.campaign.Chain`)."""
-    from seqbench.campaign import DONE, _searched
+    """One row per step of `steps`, read from the sweeps under `chain.root` (`seqbench.chain.Chain`)."""
+    from seqbench.chain import DONE, searched_at
     from seqbench.final_cells import Experiment
     from seqbench.tuning import per_family, summary
 
@@ -226,7 +226,7 @@ def rows(chain, steps: list[str]) -> list[Row]:
             basis = "not known before the search runs"
         else:
             everything = still_open = rule_jobs(step, experiment, list(experiment.presets), chain.top_families,
-                                                _searched(chain.experiment)[0])
+                                                searched_at(chain.experiment)[0])
             basis = "the protocol's rule"
         open_runs = [r for r in runs[step] if not done(r.path.parent.name)]
         out.append(row(step, basis, everything, still_open, runs[step], open_runs, measured))

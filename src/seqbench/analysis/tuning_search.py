@@ -188,7 +188,7 @@ def edge_families(found: list[Search]) -> dict[str, list[str]]:
 def token_neighbours(found: list[Search]) -> dict[str, list[int]]:
     """family -> the grid's tokens-per-step values next to its best's (asked as the search asked them,
     so they round to the same streams or windows), from the search with the most trials: the transfer
-    check's second axis (`seqbench.campaign.Chain.transfer`)."""
+    check's second axis (`seqbench.chain.Chain.transfer`)."""
     out = {}
     for search in sorted(found, key=lambda s: len(s.trials)):
         best, axis = search.best, search.tokens_axis

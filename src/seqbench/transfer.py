@@ -190,18 +190,27 @@ def token_extensions(search, tuned: Setting, neighbours: list[int] | None) -> li
     mine = [t for t in search.trials if t.tokens_grid is not None and t.lr_scale is not None
             and math.isclose(float(t.lr_scale), lr, rel_tol=1e-6)]
     tokens = int(tuned["tokens_per_step"])
+    top = max(tokens, *map(int, neighbours))
+    ladder = [top * 2 ** k for k in range(1, EXTENSIONS + 1)]  # the only values it ever adds: a fixed ladder
 
-    def at_tuned(t) -> bool:  # the rate sweep's trial: asked the tuned value, or held it
-        return t.tokens_grid == tokens or setting_of(t)["tokens_per_step"] == tokens
+    def at(t, value: int) -> bool:  # asked that value, or held it
+        return t.tokens_grid == value or setting_of(t)["tokens_per_step"] == value
 
-    added = sorted({t.tokens_grid for t in mine if not at_tuned(t)} - set(neighbours))
-    if (any(not t.finished for t in mine) or not any(at_tuned(t) for t in mine)
-            or not set(neighbours) <= {t.tokens_grid for t in mine}):
+    def ran(value: int) -> list:
+        return [t for t in mine if at(t, value)]
+
+    added = []
+    for value in ladder:  # the rungs run so far, in order
+        if not ran(value):
+            break
+        added.append(value)
+    tried = [tokens, *map(int, neighbours), *added]
+    if any(not t.finished for t in mine) or not all(ran(v) for v in tried):
         return added
     best = min((t for t in mine if t.candidate), key=lambda t: t.loss, default=None)
-    most = max(t.tokens_grid for t in mine)
-    if best is not None and best.tokens_grid == most and most * 2 <= max(tokens, *neighbours) * 2 ** EXTENSIONS:
-        return [*added, most * 2]
+    most = max(tried)
+    if best is not None and at(best, most) and len(added) < len(ladder):
+        return [*added, ladder[len(added)]]
     return added
 
 

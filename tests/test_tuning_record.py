@@ -351,3 +351,23 @@ def test_a_probe_search_that_stayed_at_chance_picks_no_rate(tmp_path, capsys):
     assert "none learned (recipe's x 1)" in printed and "lstm:" not in printed.split("per_family")[-1]
     summary = (tmp_path / "report" / "summary.md").read_text()
     assert "none learned: recipe's x 1" in summary and "learned nothing at any rate: lstm" in summary
+
+
+def test_a_probe_search_whose_best_rate_is_the_highest_tried_is_extended_on_the_rate_alone(tmp_path, capsys):
+    # bug caught: the edge rule took only searches with a tokens axis, so the probes' search (the rate
+    # alone) never had its edge extended: the attention models' best lay on the highest rate tried
+    # (x 10) and nothing was printed; an extension that kept a tokens override would run an empty one
+    sweep = tmp_path / "long_range_lr"
+    losses = {(1, 100): 0.30, (1, 500): 0.50, (3.16, 100): 0.10, (3.16, 500): 0.20, (10, 100): 0.01, (10, 500): 0.02}
+    for n, ((lr, gap), loss) in enumerate(losses.items()):
+        job(sweep, n, GPT, lr, None, loss=loss, corpus="probe", budget=None, gap=gap)
+    OmegaConf.save({"hydra": {"sweeper": {"params": {"preset": "probe/gpt", "data.T": "100,500",
+                                                     "tune.lr_scale": "1,3.16,10"}},
+                              "overrides": {"task": ["experiment=long_range_lr"]}}}, sweep / "multirun.yaml")
+    found = searches(read_trials([sweep]), planned(sweep))
+    (ext,) = extensions(found)
+    assert ext.reasons == {GPT: ["highest lr"]} and ext.new_lrs == [pytest.approx(31.6456, rel=1e-3)]
+    assert ext.sweeps("long_range_lr") == [("long_range_lr_edge_lr", "experiment=long_range_lr tune.lr_scale=31.6456")]
+    main([str(sweep)])
+    assert "bash scripts/sweep_background.sh long_range_lr_edge_lr experiment=long_range_lr tune.lr_scale=31.6456" \
+        in capsys.readouterr().out

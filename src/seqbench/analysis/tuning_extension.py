@@ -47,9 +47,9 @@ class Extension:
         if self.new_tokens:
             out.append((f"{experiment}_edge_tokens", f"experiment={experiment} tune.lr_scale={_join(self.lrs + self.new_lrs)} "
                                                      f"tune.tokens_per_step={_join(self.new_tokens)}"))
-        if self.new_lrs:
-            out.append((f"{experiment}_edge_lr", f"experiment={experiment} tune.lr_scale={_join(self.new_lrs)} "
-                                                 f"tune.tokens_per_step={_join(self.tokens)}"))
+        if self.new_lrs:  # a search over the rate alone (the probes') keeps its experiment's tokens per step
+            tokens = f" tune.tokens_per_step={_join(self.tokens)}" if self.tokens else ""
+            out.append((f"{experiment}_edge_lr", f"experiment={experiment} tune.lr_scale={_join(self.new_lrs)}{tokens}"))
         return out
 
 
@@ -62,7 +62,8 @@ def extensions(found: list[Search]) -> list[Extension]:
     beyond each such edge of the corpus's grid (the union of its families' axes)."""
     out = []
     for corpus in dict.fromkeys(s.corpus for s in found):
-        mine = [s for s in found if s.corpus == corpus and s.lr_axis and s.tokens_axis]
+        # a search over the rate alone (the probes': no tokens axis) has the rate's two edges
+        mine = [s for s in found if s.corpus == corpus and s.lr_axis]
         if not mine:
             continue
         # the corpus's grid: every family's planned points (a family part-way through a sweep without a

@@ -38,8 +38,6 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import yaml
-
 from seqbench.clocks import CPU_CLOCK, WALL_CLOCK, clock_name, common_clock
 from seqbench.frontier import config_label
 from seqbench.frontier import section as frontier_section
@@ -48,6 +46,7 @@ from seqbench.ledger import write_record
 from seqbench.preset_choice import preset_of
 from seqbench.provenance import command_line
 from seqbench.report_plots import plot_curves, plot_params
+from seqbench.saved_yaml import load_dict
 
 CURVE_KEYS = ("val/ppl", "val/loss", "curve/tokens", "curve/train_time_s", "curve/train_cpu_s", "curve/wall_time_s",
               "train/flops")
@@ -110,7 +109,7 @@ def family_of(job_dir: Path) -> str:
     config the job composed."""
     hydra_yaml = job_dir / ".hydra" / "hydra.yaml"
     if hydra_yaml.is_file():
-        choices = (yaml.safe_load(hydra_yaml.read_text()) or {}).get("hydra", {}).get("runtime", {}).get("choices", {})
+        choices = load_dict(hydra_yaml).get("hydra", {}).get("runtime", {}).get("choices", {})
         if preset_of(choices):
             return str(preset_of(choices)).rsplit("/", 1)[-1]
         if choices.get("model"):

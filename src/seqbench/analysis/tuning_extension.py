@@ -49,7 +49,8 @@ class Extension:
                                                      f"tune.tokens_per_step={_join(self.new_tokens)}"))
         if self.new_lrs:  # a search over the rate alone (the probes') keeps its experiment's tokens per step
             tokens = f" tune.tokens_per_step={_join(self.tokens)}" if self.tokens else ""
-            out.append((f"{experiment}_edge_lr", f"experiment={experiment} tune.lr_scale={_join(self.new_lrs)}{tokens}"))
+            out.append((f"{experiment}_edge_lr",
+                        f"experiment={experiment} tune.lr_scale={_join(self.new_lrs)}{tokens}"))
         return out
 
 

@@ -27,6 +27,7 @@ parser, so a partial search knows its grid's edges and how many trials have not 
 
 from __future__ import annotations
 
+import functools
 import itertools
 import json
 import math
@@ -38,6 +39,7 @@ from omegaconf import DictConfig, OmegaConf
 from seqbench.clocks import run_seconds
 from seqbench.families import family_of
 from seqbench.preset_choice import preset_of
+from seqbench.saved_yaml import load, load_dict
 
 FINISHED = ("completed", "diverged", "failed")
 LEARNED = 0.05  # a probe's trial learned: its loss at least 5 % below the loss of learning nothing
@@ -132,7 +134,7 @@ def _choices(job: Path) -> dict:
     path = job / ".hydra" / "hydra.yaml"
     if not path.is_file():
         return {}
-    return dict(OmegaConf.load(path).hydra.runtime.get("choices") or {})
+    return dict(((load_dict(path).get("hydra") or {}).get("runtime") or {}).get("choices") or {})
 
 
 def _corpus(choices: dict) -> str:
@@ -170,23 +172,38 @@ def from_run(run) -> Trial:
     return from_metrics(run.name, run.family, "?", run.metrics)
 
 
+def _stamp(path: Path) -> tuple[int, int] | None:
+    return (path.stat().st_mtime_ns, path.stat().st_size) if path.is_file() else None
+
+
+@functools.lru_cache(maxsize=8192)
+def _asked(job: Path, config_stamp: tuple, hydra_stamp: tuple | None) -> dict:
+    """What a job's saved config asked for, read once while its files are unchanged (their stamps are
+    the key): the campaign's dry run reads each job's config about ten times over."""
+    from seqbench.tuning import settings
+
+    cfg: DictConfig = load(job / ".hydra" / "config.yaml")
+    grid = settings(cfg)
+    data = cfg.get("data") or {}
+    return {"family": family_of(cfg.model), "corpus": _corpus(_choices(job)), "size": cfg.get("size"),
+            "budget": OmegaConf.select(cfg, "budget.flops", default=None),
+            "lr_scale": _float(grid.get("lr_scale")), "tokens_grid": _int(grid.get("tokens_per_step")),
+            "gap": _int(data.get("T")) if "T" in data else None,
+            "selected_on": SELECTION_HALF if data.get("heldout_score") else VALIDATION}
+
+
 def read_job(job: Path, sweep: Path) -> Trial:
     """One job directory (it holds `.hydra/`, and `metrics.json` once it has ended): its grid point is
     what its config asked for, so a running job has one too."""
-    from seqbench.tuning import settings
-
-    cfg: DictConfig = OmegaConf.load(job / ".hydra" / "config.yaml")
+    config = job / ".hydra" / "config.yaml"
+    asked = dict(_asked(job, _stamp(config), _stamp(job / ".hydra" / "hydra.yaml")))
     metrics = json.loads((job / "metrics.json").read_text()) if (job / "metrics.json").is_file() else None
     m = metrics or {}
-    grid = settings(cfg)
-    data = cfg.get("data") or {}
+    family, corpus = asked.pop("family"), asked.pop("corpus")
     return from_metrics(
-        f"{sweep.name}/{job.name}", family_of(cfg.model), _corpus(_choices(job)), metrics,
-        size=str(m.get("tune/size") or cfg.get("size") or "") or None,
-        budget=_float(m.get("budget/flops", OmegaConf.select(cfg, "budget.flops", default=None))),
-        lr_scale=_float(grid.get("lr_scale")), tokens_grid=_int(grid.get("tokens_per_step")),
-        gap=_int(data.get("T")) if "T" in data else None,
-        selected_on=SELECTION_HALF if data.get("heldout_score") else VALIDATION)
+        f"{sweep.name}/{job.name}", family, corpus, metrics, **{
+            **asked, "size": str(m.get("tune/size") or asked["size"] or "") or None,
+            "budget": _float(m.get("budget/flops", asked["budget"]))})
 
 
 def _crashed(sweep: Path) -> set[str]:
@@ -244,7 +261,7 @@ def planned(sweep: Path) -> dict[tuple[str, str], set[Point]] | None:
     if not path.is_file():
         return None
     register_resolvers()
-    doc = OmegaConf.load(path)
+    doc = load(path)
     params = OmegaConf.to_container(OmegaConf.select(doc, "hydra.sweeper.params") or OmegaConf.create({}), resolve=True)
     axes = sweep_axes([f"{k}={v}" for k, v in params.items()] + list(OmegaConf.select(doc, "hydra.overrides.task") or []))
     if not axes.get("preset"):

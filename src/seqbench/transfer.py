@@ -196,8 +196,8 @@ def token_extensions(search, tuned: Setting, neighbours: list[int] | None) -> li
     def at(t, value: int) -> bool:  # asked that value, or held it
         return t.tokens_grid == value or setting_of(t)["tokens_per_step"] == value
 
-    def ran(value: int) -> list:
-        return [t for t in mine if at(t, value)]
+    def ran(value: int) -> bool:
+        return any(at(t, value) for t in mine)
 
     added = []
     for value in ladder:  # the rungs run so far, in order

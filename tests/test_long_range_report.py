@@ -11,15 +11,28 @@ from seqbench.ledger import RECORD, read_record
 from seqbench.provenance import cpu_model
 
 
-def _job(root, num, family, T, acc, loss, status="completed"):
+def _job(root, num, family, T, acc, loss, status="completed", lr=None):
     job = root / str(num)
     (job / ".hydra").mkdir(parents=True)
     (job / ".hydra" / "config.yaml").write_text(yaml.safe_dump({"data": {"T": T}}))
     (job / ".hydra" / "hydra.yaml").write_text(yaml.safe_dump(
         {"hydra": {"runtime": {"choices": {"family": f"probe/{family}", "model": "lstm"}}}}))
     metrics = {"status": status, "test/acc": acc, "test/loss": loss, "val/baseline_acc": 0.125,
-               "val/baseline_loss": 2.0794, "params": 1000, "overrides": f"preset=probe/{family} data.T={T}"}
+               "val/baseline_loss": 2.0794, "params": 1000, "overrides": f"preset=probe/{family} data.T={T}",
+               **({"tune/lr": lr} if lr is not None else {})}
     (job / "metrics.json").write_text(json.dumps(metrics))
+
+
+def test_a_tuned_sweep_s_rows_name_each_family_s_rate(tmp_path):
+    # bug caught: the tuned probes' table without the rate each family trained at, so the page could
+    # not show what the search chose (experiment=long_range_lr with tune.per_family)
+    sweep = tmp_path / "sweep"
+    _job(sweep, 0, "gru", 50, 0.9, 0.3, lr=0.0316)
+    _job(sweep, 1, "gru", 500, 0.5, 1.2, lr=0.0316)
+    _job(sweep, 2, "transformer", 50, 1.0, 0.01, lr=0.01)
+    lines = main([str(sweep), "--out", str(tmp_path / "out")])["table"].splitlines()
+    assert "| gru (1,000; lr 0.0316) | 0.900 | 0.500 |" in lines
+    assert "| transformer (1,000; lr 0.01) | 1.000 | not run |" in lines
 
 
 def test_table_and_plot_from_a_sweep(tmp_path):

@@ -76,6 +76,7 @@ def collect(dirs: list[Path]) -> list[dict]:
                 "val_acc": m.get("val/acc"), "val_loss": m.get("val/loss"),
                 "baseline_acc": m.get("val/baseline_acc"), "baseline_loss": m.get("val/baseline_loss"),
                 "params": m.get("params"), "wall_time_s": m.get("wall_time_s"), "run": run.name,
+                "lr": m.get("tune/lr"),  # a tuned sweep's rate (experiment=long_range_lr): the family's row names it
                 "error": m.get("error"), "seed": config.get("seed"),
                 "solved": m.get("solved"), "steps_to_solve": m.get("steps_to_solve"),
                 "cap": (config.get("trainer") or {}).get("max_steps"),
@@ -123,6 +124,7 @@ def table(rows: list[dict], key: str | None = None) -> str:
              "|---" * (len(gaps) + 1) + "|"]
     for family in _families(rows):
         cells, params = [], set()
+        lrs = sorted({r["lr"] for r in rows if r["family"] == family and r.get("lr") is not None})
         for t in gaps:
             hits = [r for r in rows if r["family"] == family and r["T"] == t]
             if not hits:
@@ -134,7 +136,8 @@ def table(rows: list[dict], key: str | None = None) -> str:
                 cells.append(f"{sum(values) / len(values):.3f}" + (f" (n={len(values)})" if len(values) > 1 else ""))
                 params.update(h["params"] for h in hits if h["params"])
         sizes = "–".join(f"{p:,}" for p in sorted({min(params), max(params)})) if params else ""
-        name = f"{family} ({sizes})" if sizes else family  # GPT's learned positions grow with T
+        about = "; ".join(x for x in (sizes, "lr " + "–".join(f"{lr:.3g}" for lr in lrs) if lrs else "") if x)
+        name = f"{family} ({about})" if about else family  # GPT's learned positions grow with T
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
     for name, value in reference_lines(rows, base_key):
         lines.append(f"| {name} | " + " | ".join(f"{value:.3f}" for _ in gaps) + " |")

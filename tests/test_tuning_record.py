@@ -358,7 +358,7 @@ def test_a_probe_search_whose_best_rate_is_the_highest_tried_is_extended_on_the_
     # alone) never had its edge extended: the attention models' best lay on the highest rate tried
     # (x 10) and nothing was printed; an extension that kept a tokens override would run an empty one
     sweep = tmp_path / "long_range_lr"
-    losses = {(1, 100): 0.30, (1, 500): 0.50, (3.16, 100): 0.10, (3.16, 500): 0.20, (10, 100): 0.01, (10, 500): 0.02}
+    losses = {(1, 100): 0.30, (1, 500): 0.50, (3.16, 100): 0.10, (3.16, 500): 0.20, (10, 100): 0.001, (10, 500): 0.002}
     for n, ((lr, gap), loss) in enumerate(losses.items()):
         job(sweep, n, GPT, lr, None, loss=loss, corpus="probe", budget=None, gap=gap)
     OmegaConf.save({"hydra": {"sweeper": {"params": {"preset": "probe/gpt", "data.T": "100,500",
@@ -368,6 +368,8 @@ def test_a_probe_search_whose_best_rate_is_the_highest_tried_is_extended_on_the_
     (ext,) = extensions(found)
     assert ext.reasons == {GPT: ["highest lr"]} and ext.new_lrs == [pytest.approx(31.6456, rel=1e-3)]
     assert ext.sweeps("long_range_lr") == [("long_range_lr_edge_lr", "experiment=long_range_lr tune.lr_scale=31.6456")]
-    main([str(sweep)])
+    main([str(sweep), "--report", str(tmp_path / "report")])
     assert "bash scripts/sweep_background.sh long_range_lr_edge_lr experiment=long_range_lr tune.lr_scale=31.6456" \
         in capsys.readouterr().out
+    # the record's row: no tokens axis is a dash, not "None"; a solved probe's loss is not rounded to 0.000
+    assert "| gpt | 10 | 10 | – | 700 | 1.5e-03 | 0.150 | highest lr |" in (tmp_path / "report" / "summary.md").read_text()

@@ -42,6 +42,10 @@ def _cells(search: Search) -> tuple[list[list[float]], dict[tuple[int, int], str
     return grid, letters
 
 
+def _label(loss: float) -> str:
+    return f"{loss:.2f}" if loss >= 0.01 else f"{loss:.0e}"  # a solved probe's 0.0002, not 0.00
+
+
 def plot(found: list[Search], corpus: str, path: Path) -> Path:
     """One row of heatmaps, one per family search of `corpus`; the loss scale is the corpus's."""
     import matplotlib
@@ -53,7 +57,9 @@ def plot(found: list[Search], corpus: str, path: Path) -> Path:
     mine = [s for s in found if s.corpus == corpus and s.lr_axis and _rows(s)[1]]
     losses = [t.loss for s in mine for t in s.candidates]
     low, worst = (min(losses), max(losses)) if losses else (0.0, 1.0)
-    high = min(worst, low + SPAN)  # a diverged corner would otherwise wash out the differences that decide
+    # a diverged corner would otherwise wash out the differences that decide; a probe's losses run from
+    # solved (~0) to learning nothing (log 8 on copy), and that whole span is what its picture must show
+    high = worst if any(s.gaps for s in mine) else min(worst, low + SPAN)
     cols = min(COLUMNS, max(1, len(mine)))
     rows = max(1, math.ceil(len(mine) / cols))
     fig, axes = plt.subplots(rows, cols, figsize=(2.4 * cols + 1.0, 2.4 * rows + 0.5), dpi=100, squeeze=False)
@@ -71,12 +77,12 @@ def plot(found: list[Search], corpus: str, path: Path) -> Path:
             j = search.lr_axis.index(best.lr_scale)
             if field == "gap":  # one rate for every gap: its whole column, its mean loss above it
                 ax.add_patch(plt.Rectangle((j - 0.5, -0.5), 1, len(row_axis), fill=False, edgecolor="red", linewidth=2))
-                ax.text(j, len(row_axis) - 0.5, f"{best.loss:.2f}", ha="center", va="bottom", fontsize=7)
+                ax.text(j, len(row_axis) - 0.5, _label(best.loss), ha="center", va="bottom", fontsize=7)
             else:
                 i = row_axis.index(best.tokens_grid)
                 ax.add_patch(plt.Rectangle((j - 0.5, i - 0.5), 1, 1, fill=False, edgecolor="red", linewidth=2))
-                ax.text(j, i, f"{best.loss:.2f}", ha="center", va="center", fontsize=7, color="black")
-        ax.set_xticks(range(len(search.lr_axis)), [f"{v:g}" for v in search.lr_axis], fontsize=7)
+                ax.text(j, i, _label(best.loss), ha="center", va="center", fontsize=7, color="black")
+        ax.set_xticks(range(len(search.lr_axis)), [f"{v:.3g}" for v in search.lr_axis], fontsize=7)
         ax.set_yticks(range(len(row_axis)), [str(v) for v in row_axis], fontsize=7)
         ax.set_xlabel("lr x recipe", fontsize=8)
         ax.set_title(search.family, fontsize=9)

@@ -48,7 +48,14 @@ def write_csv(trials: list[Trial], path: Path) -> Path:
 
 
 def _loss(value: float | None) -> str:
-    return "–" if value is None else f"{value:.3f}"
+    """Three decimals, or two significant digits below 0.01 (a solved probe's loss, 0.0002, is not 0.000)."""
+    if value is None:
+        return "–"
+    return f"{value:.3f}" if abs(value) >= 0.01 or value == 0 else f"{value:.1e}"
+
+
+def _or_dash(value) -> str:
+    return "–" if value is None else str(value)
 
 
 def _budget(value: float | None) -> str:
@@ -98,7 +105,8 @@ def best_table(found: list[Search], with_untuned: bool) -> list[str]:
                         + (["–"] * 3 if with_untuned else []))
             continue
         row = [s.family, f"{b.lr_scale:g}" if b else "–", f"{b.lr:g}" if b and b.lr is not None else "–",
-               b.tokens_grid if b else "–", b.tokens_per_step if b else "–", _loss(b.loss if b else None),
+               _or_dash(b.tokens_grid if b else None), _or_dash(b.tokens_per_step if b else None),
+               _loss(b.loss if b else None),
                _loss(s.median_loss), _edge(s)]
         if with_untuned:
             beats = s.tuned_beats_untuned

@@ -27,11 +27,14 @@ def test_a_tuned_sweep_s_rows_name_each_family_s_rate(tmp_path):
     # bug caught: the tuned probes' table without the rate each family trained at, so the page could
     # not show what the search chose (experiment=long_range_lr with tune.per_family)
     sweep = tmp_path / "sweep"
-    _job(sweep, 0, "gru", 50, 0.9, 0.3, lr=0.0316)
-    _job(sweep, 1, "gru", 500, 0.5, 1.2, lr=0.0316)
-    _job(sweep, 2, "transformer", 50, 1.0, 0.01, lr=0.01)
+    _job(sweep, 0, "gru", 50, None, None, status="failed", lr=0.0316)  # a seed that crashed, read first
+    _job(sweep, 1, "gru", 50, 0.9, 0.3, lr=0.0316)
+    _job(sweep, 2, "gru", 500, 0.5, 1.2, lr=0.0316)
+    _job(sweep, 3, "transformer", 50, 1.0, 0.01, lr=0.01)
+    _job(sweep, 4, "gru", 50, 0.7, 0.5, lr=0.0316)
     lines = main([str(sweep), "--out", str(tmp_path / "out")])["table"].splitlines()
-    assert "| gru (1,000; lr 0.0316) | 0.900 | 0.500 |" in lines
+    # bug caught too: a cell called "failed" because its first seed failed, with two others completed
+    assert "| gru (1,000; lr 0.0316) | 0.800 (n=2) | 0.500 |" in lines
     assert "| transformer (1,000; lr 0.01) | 1.000 | not run |" in lines
 
 

@@ -129,10 +129,9 @@ def table(rows: list[dict], key: str | None = None) -> str:
             hits = [r for r in rows if r["family"] == family and r["T"] == t]
             if not hits:
                 cells.append("not run")
-            elif hits[0]["status"] != "completed" or hits[0][key] is None:
+            elif not (values := [h[key] for h in hits if h["status"] == "completed" and h[key] is not None]):
                 cells.append("failed")
-            else:
-                values = [h[key] for h in hits if h[key] is not None]
+            else:  # the seeds that completed (one that failed is run again by the resumable launcher)
                 cells.append(f"{sum(values) / len(values):.3f}" + (f" (n={len(values)})" if len(values) > 1 else ""))
                 params.update(h["params"] for h in hits if h["params"])
         sizes = "–".join(f"{p:,}" for p in sorted({min(params), max(params)})) if params else ""

@@ -63,6 +63,15 @@ def test_a_run_costs_its_cpu_seconds_on_one_core_and_its_wall_seconds_elsewhere(
     assert run_seconds({"device": ONE_CORE}) is None
 
 
+def test_a_run_resumed_after_a_stop_costs_at_least_its_training_over_every_segment():
+    # bug caught: the process clocks restart with each segment, so a chain job stopped near its end and
+    # resumed cost 30 s for 323 s of training (12 such jobs: 1.2 core-hours missing from the record)
+    resumed = {"device": ONE_CORE, "cpu_time_s": 30.0, "wall_time_s": 41.0, CPU_CLOCK: 323.0, WALL_CLOCK: 900.0}
+    assert run_seconds(resumed) == 323.0
+    assert run_seconds({**resumed, "device": "NVIDIA H200 x1"}) == 900.0
+    assert run_seconds({"device": ONE_CORE, "cpu_time_s": 583.0, CPU_CLOCK: 560.0}) == 583.0  # one segment
+
+
 def _run(name: str, cpu: list[float | None], device: str = ONE_CORE, family: str = "lstm", **metrics) -> Run:
     m = {"status": "completed", "device": device, "params_non_embedding": 1000, "budget/flops": 2e9, **metrics}
     return Run(name, family, m, _rows(cpu))

@@ -169,7 +169,8 @@ def markdown(rows: list[Row], jobs_at_once: int, read_at: str, root: Path) -> st
         "",
         "Cost measured: the completed jobs' summed seconds of one core (`cpu_time_s` for one-thread CPU runs, "
         "`wall_time_s` for those run before it was recorded and for any other); a failed job's time is "
-        "not counted (it runs again), and a job resumed after a stop counts only its last segment.",
+        "not counted (it runs again), and a job resumed after a stop counts its training steps over every "
+        "segment (`seqbench.clocks.run_seconds`).",
         "",
         "Cost estimated: each remaining run's FLOPs budget x its family's seconds per FLOP, measured on its runs "
         "at the tuned setting at the tier nearest the run's. Linear, with no fixed cost: the measured runs' "

@@ -140,7 +140,8 @@ def notes(found: list[Search], read_at: str, sources: list[str], with_untuned: b
     cost, wall = sum(s.cost_s for s in found), sum(s.wall_time_s for s in found)
     lines.append(f"Search cost: {cost:,.0f} core-seconds ({cost / 3600:.2f} h) over the finished trials: CPU seconds "
                  "for one-thread CPU trials that recorded them, wall seconds for the others (seqbench.clocks); "
-                 f"{wall:,.0f} s of summed wall time. A job resumed after a stop counts only its last segment.")
+                 f"{wall:,.0f} s of summed wall time. A job resumed after a stop counts its training steps over every "
+                 "segment.")
     machines = sorted({t.hardware for s in found for t in s.trials if t.hardware})
     commits = sorted({t.git_commit for s in found for t in s.trials if t.git_commit})
     if machines:

@@ -45,10 +45,11 @@ def common_clock(runs: list[tuple[str | None, list[dict]]]) -> str:
 def run_seconds(metrics: dict) -> float | None:
     """A finished run's cost in seconds of one core: `cpu_time_s` for a one-core CPU run that recorded
     it, else `wall_time_s`. Both time the process, so a run resumed after a stop has only its last
-    segment in them; its training steps' clock (`CPU_CLOCK`, `WALL_CLOCK`) is carried across segments
-    in the checkpoint, and where it is the larger it is the cost: every segment's training counted,
-    the last segment's setup and validations too, the earlier ones' not (12 resumed chain jobs had
-    1.2 core-hours missing from their cost, 2026-12-01)."""
+    segment in them. Its training steps' clock (`CPU_CLOCK`, `WALL_CLOCK`) is carried across segments
+    in the checkpoint, and where it is the larger it is the cost: every segment's training steps, no
+    setup or validation of any segment, so a lower bound of what a resumed run cost (12 resumed chain
+    jobs had 1.2 core-hours missing from their cost, 2026-12-01). A job started from another run's
+    checkpoint (`ckpt_path=`) would carry that run's clock too; no sweep does."""
     cpu, wall = metrics.get("cpu_time_s"), metrics.get("wall_time_s")
     if one_core(metrics.get("device")) and cpu is not None:
         return max(float(cpu), float(metrics.get(CPU_CLOCK) or 0.0))

@@ -135,7 +135,8 @@ def table(rows: list[dict], key: str | None = None) -> str:
                 cells.append(f"{sum(values) / len(values):.3f}" + (f" (n={len(values)})" if len(values) > 1 else ""))
                 params.update(h["params"] for h in hits if h["params"])
         sizes = "–".join(f"{p:,}" for p in sorted({min(params), max(params)})) if params else ""
-        about = "; ".join(x for x in (sizes, "lr " + "–".join(f"{lr:.3g}" for lr in lrs) if lrs else "") if x)
+        # one rate: a tuned sweep's; several (a search's folders) are not one family's setting, so none is named
+        about = "; ".join(x for x in (sizes, f"lr {lrs[0]:.3g}" if len(lrs) == 1 else "") if x)
         name = f"{family} ({about})" if about else family  # GPT's learned positions grow with T
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
     for name, value in reference_lines(rows, base_key):

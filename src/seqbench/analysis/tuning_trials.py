@@ -37,7 +37,7 @@ from pathlib import Path
 from omegaconf import DictConfig, OmegaConf
 
 from seqbench.clocks import run_seconds
-from seqbench.families import family_of
+from seqbench.families import FAMILIES, family_of
 from seqbench.preset_choice import preset_of
 from seqbench.saved_yaml import load, load_dict
 
@@ -172,14 +172,23 @@ def from_run(run) -> Trial:
     return from_metrics(run.name, run.family, "?", run.metrics)
 
 
-def _stamp(path: Path) -> tuple[int, int] | None:
-    return (path.stat().st_mtime_ns, path.stat().st_size) if path.is_file() else None
+def _stamp(path: Path) -> tuple[int, int, int] | None:
+    if not path.is_file():
+        return None
+    st = path.stat()
+    return st.st_mtime_ns, st.st_size, st.st_ino  # the inode: a file replaced by another (os.replace)
+
+
+def _registry() -> tuple:
+    """What `family_of` reads of the registry: each family's name, module and selector."""
+    return tuple((f.name, f.module, tuple(sorted(f.selector.items()))) for f in FAMILIES.values())
 
 
 @functools.lru_cache(maxsize=8192)
-def _asked(job: Path, config_stamp: tuple, hydra_stamp: tuple | None) -> dict:
-    """What a job's saved config asked for, read once while its files are unchanged (their stamps are
-    the key): the campaign's dry run reads each job's config about ten times over."""
+def _asked(job: Path, config_stamp: tuple, hydra_stamp: tuple | None, registry: tuple) -> dict:
+    """What a job's saved config asked for, read once while its files and the family registry are
+    unchanged (the key; `families.registered` may add a family for a while): the campaign's dry run
+    reads each job's config about ten times over."""
     from seqbench.tuning import settings
 
     cfg: DictConfig = load(job / ".hydra" / "config.yaml")
@@ -196,7 +205,7 @@ def read_job(job: Path, sweep: Path) -> Trial:
     """One job directory (it holds `.hydra/`, and `metrics.json` once it has ended): its grid point is
     what its config asked for, so a running job has one too."""
     config = job / ".hydra" / "config.yaml"
-    asked = dict(_asked(job, _stamp(config), _stamp(job / ".hydra" / "hydra.yaml")))
+    asked = dict(_asked(job, _stamp(config), _stamp(job / ".hydra" / "hydra.yaml"), _registry()))
     metrics = json.loads((job / "metrics.json").read_text()) if (job / "metrics.json").is_file() else None
     m = metrics or {}
     family, corpus = asked.pop("family"), asked.pop("corpus")

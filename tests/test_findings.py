@@ -186,3 +186,26 @@ def test_a_later_reports_families_join_the_headline_rows_at_their_budgets():
     # a corpus whose later report has not been run keeps its first report's families alone
     if not ledger.has(headline.LATER["PTB"][0]):
         assert all("mingru" not in r["cells"] for r in headline.joined_rows(ledger, "PTB"))
+
+
+def test_the_long_range_confidence_reads_the_probe_at_the_searched_rates_by_each_kind_s_worst_gap(tmp_path):
+    # bugs caught: a kind's best family picked by its best gap (T = 50 is solved by almost any family, so
+    # recurrence would look as good as attention), and a family run at fewer gaps compared with the rest
+    ledger = _probe_ledger(tmp_path, dict(zip("abc", [{"attention": ALL, "recurrent": FIRST}] * 3)))
+    assert long_range.at_searched_rates(ledger) == ""  # not recorded: nothing said
+    attention = next(f for f in compared() if family_kind(f) == "attention")
+    gated, plain = [f for f in compared() if family_kind(f) == "recurrent"][:2]
+    rows = ["family,T,status,test_acc,seed"]
+    rows += [f"{attention},{t},completed,{acc},1" for t, acc in ((50, 1.0), (500, 0.99))]
+    rows += [f"{gated},{t},completed,{acc},1" for t, acc in ((50, 0.95), (500, 0.30))]
+    rows += [f"{plain},{t},completed,{acc},1" for t, acc in ((50, 0.40), (500, 0.35))]
+    rows += [f"{attention}_other,50,completed,1.0,1"]  # not a registered family: skipped
+    target = tmp_path / long_range.TUNED
+    target.parent.mkdir(parents=True)
+    target.write_text("\n".join(rows) + "\n")
+    (target.parent / RECORD).write_text(json.dumps({"records": [
+        {"files": [target.name], "hardware": "cpu", "date": "2026-12-01"}]}))
+    text = long_range.at_searched_rates(Ledger(tmp_path))
+    assert "T = 50, 500, 1 seed(s) a cell" in text
+    assert f"is [0.990](figures/long-range-tuned/long_range.csv) ({attention})" in text
+    assert f"the best recurrent family's [0.350](figures/long-range-tuned/long_range.csv) ({plain})" in text

@@ -30,12 +30,13 @@ def test_a_tuned_sweep_s_rows_name_each_family_s_rate(tmp_path):
     _job(sweep, 0, "gru", 50, None, None, status="failed", lr=0.0316)  # a seed that crashed, read first
     _job(sweep, 1, "gru", 50, 0.9, 0.3, lr=0.0316)
     _job(sweep, 2, "gru", 500, 0.5, 1.2, lr=0.0316)
-    _job(sweep, 3, "transformer", 50, 1.0, 0.01, lr=0.01)
+    _job(sweep, 3, "transformer", 50, 1.0, 0.0002, lr=0.01)
     _job(sweep, 4, "gru", 50, 0.7, 0.5, lr=0.0316)
     lines = main([str(sweep), "--out", str(tmp_path / "out")])["table"].splitlines()
     # bug caught too: a cell called "failed" because its first seed failed, with two others completed
     assert "| gru (1,000; lr 0.0316) | 0.800 (n=2) | 0.500 |" in lines
     assert "| transformer (1,000; lr 0.01) | 1.000 | not run |" in lines
+    assert "| transformer (1,000; lr 0.01) | 2.0e-04 | not run |" in lines  # the loss table: solved is not 0.000
 
 
 def test_table_and_plot_from_a_sweep(tmp_path):

@@ -132,7 +132,9 @@ def table(rows: list[dict], key: str | None = None) -> str:
             elif not (values := [h[key] for h in hits if h["status"] == "completed" and h[key] is not None]):
                 cells.append("failed")
             else:  # the seeds that completed (one that failed is run again by the resumable launcher)
-                cells.append(f"{sum(values) / len(values):.3f}" + (f" (n={len(values)})" if len(values) > 1 else ""))
+                mean = sum(values) / len(values)  # a solved probe's loss (2e-04) is not 0.000
+                cells.append((f"{mean:.3f}" if mean >= 0.01 or mean == 0 else f"{mean:.1e}")
+                             + (f" (n={len(values)})" if len(values) > 1 else ""))
                 params.update(h["params"] for h in hits if h["params"])
         sizes = "–".join(f"{p:,}" for p in sorted({min(params), max(params)})) if params else ""
         # one rate: a tuned sweep's; several (a search's folders) are not one family's setting, so none is named

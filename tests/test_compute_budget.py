@@ -84,7 +84,7 @@ FRONTIERS = {"shakespeare": ("frontier", "tiny_shakespeare"), "ptb": ("frontier_
 @pytest.mark.parametrize("family", ATTENTION)
 def test_one_override_gives_a_frontier_attention_preset_256_token_windows_and_the_budget_counts_them(family, folder,
                                                                                                       tmp_path):
-    """Issue 36 item 6 trains the attention models on 256-token windows: `model.context=256` on the
+    """Issue 36 item 6 trains the attention models on 256-token windows: `++model.context=256` on the
     frontier preset is the whole change. The data then cuts 256-token training windows, the budget
     buys steps of rows x 256 tokens at the FLOPs per token of a 256-token window, and that count is
     what torch's FlopCounterMode measures on a training step of the preset's model (the readable
@@ -94,7 +94,7 @@ def test_one_override_gives_a_frontier_attention_preset_256_token_windows_and_th
 
     experiment, corpus = FRONTIERS[folder]
     require_corpus(corpus)
-    cfg = compose_cfg([f"experiment={experiment}", f"preset=frontier/{folder}/{family}", "size=s", "model.context=256",
+    cfg = compose_cfg([f"experiment={experiment}", f"preset=frontier/{folder}/{family}", "size=s", "++model.context=256",
                        "model.attn_impl=reference", "budget.flops=1e13", "trainer=cpu", "logger=csv"], tmp_path)
     dm, model = build(cfg)
     assert model.context == 256 and dm.train_batch_shape(model) == (cfg.data.batch_size, 256)

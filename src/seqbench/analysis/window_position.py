@@ -36,12 +36,14 @@ folder's ledger record.
 Issue 36, item 6 asks for attention models trained with 256-token windows on both corpora. A window is
 the attention model's `model.context` (the data module cuts training tiles and evaluation windows of
 that length, and the FLOPs budget counts the attention term at that length: seqbench.budget), so one
-override does it. The frontier's attention presets at 256 tokens, then both analyses:
+override does it (written `++model.context`: a multirun first composes its config without the swept
+presets, where the default model has no `context` to set). The frontier's attention presets at 256
+tokens, then both analyses:
 
     python src/train.py -m experiment=frontier \\
-        preset=frontier/shakespeare/transformer,frontier/shakespeare/gpt model.context=256
+        preset=frontier/shakespeare/transformer,frontier/shakespeare/gpt ++model.context=256
     python src/train.py -m experiment=frontier_ptb \\
-        preset=frontier/ptb/transformer,frontier/ptb/gpt model.context=256
+        preset=frontier/ptb/transformer,frontier/ptb/gpt ++model.context=256
     python -m seqbench.analysis.window_position outputs/multiruns/<shakespeare sweep> \\
         outputs/multiruns/<ptb sweep> --out experiments/figures/window-position
     python -m seqbench.analysis.context_usage outputs/multiruns/<shakespeare sweep> \\

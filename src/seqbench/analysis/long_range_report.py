@@ -30,6 +30,7 @@ from pathlib import Path
 
 import yaml
 
+from seqbench.analysis.loss_text import loss_text
 from seqbench.data.probes import recall_frequency_baseline
 from seqbench.families import colour, order
 from seqbench.ledger import write_record
@@ -133,7 +134,7 @@ def table(rows: list[dict], key: str | None = None) -> str:
                 cells.append("failed")
             else:  # the seeds that completed (one that failed is run again by the resumable launcher)
                 mean = sum(values) / len(values)  # a solved probe's loss (2e-04) is not 0.000
-                cells.append((f"{mean:.3f}" if mean >= 0.01 or mean == 0 else f"{mean:.1e}")
+                cells.append(loss_text(mean)
                              + (f" (n={len(values)})" if len(values) > 1 else ""))
                 params.update(h["params"] for h in hits if h["params"])
         sizes = "–".join(f"{p:,}" for p in sorted({min(params), max(params)})) if params else ""

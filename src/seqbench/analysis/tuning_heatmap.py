@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
+from seqbench.analysis.loss_text import loss_text
 from seqbench.analysis.tuning_search import Search
 
 MARK = {"running": "r", "failed": "f", "diverged": "d"}
@@ -43,7 +44,7 @@ def _cells(search: Search) -> tuple[list[list[float]], dict[tuple[int, int], str
 
 
 def _label(loss: float) -> str:
-    return f"{loss:.2f}" if loss >= 0.01 else f"{loss:.0e}"  # a solved probe's 0.0002, not 0.00
+    return loss_text(loss, decimals=2)  # a solved probe's 0.0002 as 2e-04, not 0.00
 
 
 def plot(found: list[Search], corpus: str, path: Path) -> Path:

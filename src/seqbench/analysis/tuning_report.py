@@ -25,6 +25,7 @@ import csv
 import time
 from pathlib import Path
 
+from seqbench.analysis.loss_text import loss_text
 from seqbench.analysis.tuning_heatmap import plot
 from seqbench.analysis.tuning_search import Search, edge_families, searches
 from seqbench.analysis.tuning_trials import LEARNED, Trial, planned, read_trials
@@ -49,9 +50,7 @@ def write_csv(trials: list[Trial], path: Path) -> Path:
 
 def _loss(value: float | None) -> str:
     """Three decimals, or two significant digits below 0.01 (a solved probe's loss, 0.0002, is not 0.000)."""
-    if value is None:
-        return "–"
-    return f"{value:.3f}" if abs(value) >= 0.01 or value == 0 else f"{value:.1e}"
+    return "–" if value is None else loss_text(value)
 
 
 def _or_dash(value) -> str:

@@ -114,7 +114,8 @@ def _families(rows: list[dict]) -> list[str]:
 
 
 def table(rows: list[dict], key: str | None = None) -> str:
-    """A family x T table of `key` (default: the score), mean over seeds, and the baseline row."""
+    """A family x T table of `key` (default: the score), mean over seeds with their range, and the
+    baseline row."""
     score, base_key = score_key(rows)
     key = key or score
     if key == "test_loss":
@@ -134,8 +135,9 @@ def table(rows: list[dict], key: str | None = None) -> str:
                 cells.append("failed")
             else:  # the seeds that completed (one that failed is run again by the resumable launcher)
                 mean = sum(values) / len(values)  # a solved probe's loss (2e-04) is not 0.000
-                cells.append(loss_text(mean)
-                             + (f" (n={len(values)})" if len(values) > 1 else ""))
+                # the seeds' range beside the mean: two seeds that solve and fail average to a "half-solved" cell
+                spread = f" (n={len(values)}: {loss_text(min(values))}–{loss_text(max(values))})"
+                cells.append(loss_text(mean) + (spread if len(values) > 1 else ""))
                 params.update(h["params"] for h in hits if h["params"])
         sizes = "–".join(f"{p:,}" for p in sorted({min(params), max(params)})) if params else ""
         # one rate: a tuned sweep's; several (a search's folders) are not one family's setting, so none is named

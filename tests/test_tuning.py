@@ -69,11 +69,18 @@ def test_tokens_per_step_are_streams_or_windows_of_the_same_tokens(experiment, t
         assert abs(record["tune/tokens_per_step"] - 512) <= length / 2
 
 
-def test_the_tuned_setting_of_a_family_wins_over_the_sweep(tmp_path):
-    cfg = _compose("tune_frontier", "lstm", tmp_path, "tune.lr_scale=0.5", "+tune.per_family.lstm.lr_scale=2")
+def test_a_family_s_tuned_setting_applies_to_it_alone_and_may_not_meet_a_swept_value(tmp_path):
+    cfg = _compose("tune_frontier", "lstm", tmp_path, "tune.lr_scale=1", "+tune.per_family.lstm.lr_scale=2")
     base = _compose("tune_frontier", "lstm", tmp_path, "tune=null").model.optimizer.lr
     apply_tuning(cfg)
     assert cfg.model.optimizer.lr == pytest.approx(2 * base)
+    # bug caught: per_family silently winning over a swept tune.lr_scale, so that a sweep over the grid
+    # (the experiment's own, when the command leaves it) trains the same run once per grid value
+    for clash in ("tune.lr_scale=0.5", "tune.tokens_per_step=512"):
+        both = _compose("tune_frontier", "lstm", tmp_path, clash,
+                        "+tune.per_family.lstm={lr_scale:2,tokens_per_step:256}")
+        with pytest.raises(ConfigError, match="per_family wins"):
+            apply_tuning(both)
     gpt = _compose("tune_frontier", "gpt", tmp_path, "tune.lr_scale=0.5", "+tune.per_family.lstm.lr_scale=2")
     gpt_base = _compose("tune_frontier", "gpt", tmp_path, "tune=null").model.optimizer.lr
     apply_tuning(gpt)

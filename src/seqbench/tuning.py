@@ -50,6 +50,7 @@ from seqbench.families import family_of
 
 SEARCHED = ("lr_scale", "tokens_per_step")
 PER_FAMILY = (*SEARCHED, "size")  # a family's entry of tune.per_family: the search's result and its chosen size
+NEUTRAL = {"lr_scale": 1.0, "tokens_per_step": None}  # the values of tune.<key> that leave a recipe as it is
 
 
 def settings(cfg: DictConfig) -> dict:
@@ -61,6 +62,12 @@ def settings(cfg: DictConfig) -> dict:
     unknown = set(own) - set(PER_FAMILY)
     if unknown:
         raise ConfigError(f"tune.per_family sets {sorted(unknown)}; it takes only {', '.join(PER_FAMILY)}.")
+    for key, neutral in NEUTRAL.items():  # both set: a sweep over tune.<key> would run one job per value, all alike
+        if own.get(key) is not None and out[key] is not None and float(out[key]) != (neutral or 0.0):
+            raise ConfigError(f"tune.per_family.{family_of(cfg.model)}.{key}={own[key]} and tune.{key}={out[key]} "
+                              f"both set this run's {key}, and per_family wins: a sweep over tune.{key} would train "
+                              f"the same run once per value. Add tune.{key}={neutral if neutral is not None else 'null'} "
+                              f"(the final cells' sweeps do).")
     return {**out, **{k: v for k, v in own.items() if v is not None}}
 
 

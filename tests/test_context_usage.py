@@ -8,7 +8,7 @@ from __future__ import annotations
 import csv
 import math
 import random
-
+from pathlib import Path
 from types import SimpleNamespace
 
 import lightning as L
@@ -196,6 +196,15 @@ def test_the_command_measures_every_family_on_the_same_targets(corpus, cfg_facto
     assert lstm_ks == [1, 4, 32]
     assert (out / "context_text.png").is_file()
     assert "| text | lstm |" in (out / "context_usage.md").read_text()
+    # bug caught: the table without each model's training window (a 64- and a 256-token GPT look alike)
+    assert "| text | gpt | gpt | 16 |" in (out / "context_usage.md").read_text()
+
+
+def test_a_sweep_s_job_is_named_with_its_sweep():
+    """Bug caught: runs named by their job folder alone, so job 0 of two sweeps (the Transformer at 64
+    and at 256 tokens) were two rows called "0"."""
+    assert cu.run_label(Path("outputs/sweeps/context256_ptb/0")) == "context256_ptb/0"
+    assert cu.run_label(Path("outputs/runs/lstm")) == "lstm"
 
 
 def test_paths_that_hold_no_run_end_in_one_sentence(tmp_path):

@@ -178,6 +178,11 @@ class LM:
     results: dict = field(default_factory=dict)
 
     @property
+    def window(self) -> int:
+        """The tokens of one training row: an attention model's context, a recurrent model's BPTT length."""
+        return self.datamodule.train_batch_shape(self.model)[1]
+
+    @property
     def context(self) -> int | None:
         """The longest read the model takes (attention), None for a recurrent model (any length)."""
         return None if getattr(self.model, "lm_batching", None) == "stream" else self.model.context
@@ -296,7 +301,13 @@ def load_lm(run_dir: Path, ckpt: Path, datamodules: dict) -> LM:
     metrics = run_dir / "metrics.json"
     test_loss = json.loads(metrics.read_text()).get("test/loss") if metrics.is_file() else None
     # the registry's family of the run's model config (seqbench.families: its module and selector keys)
-    return LM(run_dir.name, family_of(cfg.model), dm.corpus, model, dm, test_loss)
+    return LM(run_label(run_dir), family_of(cfg.model), dm.corpus, model, dm, test_loss)
+
+
+def run_label(run_dir: Path) -> str:
+    """A run's name in the tables: a sweep's job (a numbered folder) with its sweep, `<sweep>/<job>`, since
+    runs of several sweeps are compared (job 0 of two sweeps is two models); any other run by its folder."""
+    return f"{run_dir.parent.name}/{run_dir.name}" if run_dir.name.isdigit() else run_dir.name
 
 
 def main(argv: list[str] | None = None) -> dict:

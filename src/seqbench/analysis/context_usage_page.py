@@ -71,9 +71,9 @@ def table(lms: list[LM], n_targets: dict, split: str, prefix: int) -> str:
         return f"> {top}" if x is None else str(x)
 
     lines = [f"Context usage on the {split} split; nats per token, mean over the sampled targets.", "",
-             "| corpus | family | run | targets | full-context loss (ppl) | ordinary test loss | effective context "
+             "| corpus | family | run | trained window | targets | full-context loss (ppl) | ordinary test loss | effective context "
              "(k within 1 %) | loss at k = 1 / 10 / 100 | shuffle harmless from d | replace harmless from d |",
-             "|---|---|---|---:|---:|---:|---:|---:|---:|---:|"]
+             "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for lm in lms:
         r = lm.results
         at = {c["k"]: c["loss"] for c in r["curve"]}
@@ -82,10 +82,11 @@ def table(lms: list[LM], n_targets: dict, split: str, prefix: int) -> str:
         ds = [row["d"] for row in r["perturbed"]["shuffle"]]
         top_d = max(ds) if ds else None
         ordinary = f"{lm.test_loss:.3f}" if lm.test_loss is not None else "–"
-        lines.append(f"| {lm.corpus} | {lm.family} | {lm.name} | {n_targets[lm.corpus]} | {r['full']:.3f} "
+        lines.append(f"| {lm.corpus} | {lm.family} | {lm.name} | {lm.window} | {n_targets[lm.corpus]} | {r['full']:.3f} "
                      f"({math.exp(r['full']):.1f}) | {ordinary} | {fmt(r['effective_context'], top_k)} | {ks} | "
                      f"{fmt(r['order_range'], top_d)} | {fmt(r['identity_range'], top_d)} |")
-    lines += ["", f"Full context: recurrent, the state carried from the split's first token; attention, the model's "
+    lines += ["", "Trained window: the tokens of one training row (attention: the context; recurrent: the BPTT length). "
+              f"Full context: recurrent, the state carried from the split's first token; attention, the model's "
               f"trained context. Perturbations read a {prefix}-token prefix (attention: its last `context` tokens); "
               "'harmless from d': the smallest d at which the loss increase is at most 1 % of the intact-prefix "
               "loss. Ordinary test loss: the run's metrics.json (its own evaluation protocol)."]

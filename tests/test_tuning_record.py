@@ -105,6 +105,21 @@ def test_a_partial_search_takes_its_edges_and_not_started_count_from_the_planned
     assert found[GPT].trials == [] and found[GPT].not_started == 12
 
 
+def test_a_sweep_that_fixes_a_family_s_point_with_per_family_plans_that_point(tmp_path):
+    # bug caught: tune.per_family ignored by the planned grid, so a sweep run at each family's own
+    # setting (tune.lr_scale=1 beside it) planned the point lr x 1 that never runs: "not started" forever
+    sweep = tmp_path / "context256_ptb"
+    sweep.mkdir()
+    OmegaConf.save({"hydra": {"sweeper": {"params": {"budget.flops": "1e12", "tune.lr_scale": "0.5,1,2"}},
+                              "overrides": {"task": [f"preset=frontier/ptb/{LSTM},frontier/ptb/{GPT}", "tune.lr_scale=1",
+                                                     "tune.tokens_per_step=null",
+                                                     f"tune.per_family={{{LSTM}:{{lr_scale:2,tokens_per_step:512}}}}"]}}},
+                   sweep / "multirun.yaml")
+    plans = planned(sweep)
+    assert plans[("ptb", LSTM)] == {(1e12, 2.0, 512, None)}
+    assert plans[("ptb", GPT)] == {(1e12, 1.0, None, None)}  # a family without an entry keeps the sweep's axes
+
+
 def test_a_running_trial_is_counted_as_not_finished_and_a_crashed_or_diverged_one_is_not_a_candidate(tmp_path):
     # bug caught: a job without metrics.json (still running) counted as failed, or a NaN picked as best
     sweep = tmp_path / "s"

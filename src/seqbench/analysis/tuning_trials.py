@@ -279,5 +279,20 @@ def planned(sweep: Path) -> dict[tuple[str, str], set[Point]] | None:
     lrs = [float(v) for v in axes.get("tune.lr_scale", ["1"])]
     tokens = [None if v == "null" else _int(v) for v in axes.get("tune.tokens_per_step", ["null"])]
     gaps = [_int(v) for v in axes["data.T"]] if "data.T" in axes else [None]  # a probe's gaps (long_range_lr)
-    grid = set(itertools.product(budgets, lrs, tokens, gaps))
-    return {(_corpus({"preset": p}), p.rsplit("/", 1)[-1]): grid for p in axes["preset"]}
+    own = _per_family(axes.get("tune.per_family", ["null"])[0])
+    plans = {}
+    for preset in axes["preset"]:
+        family = preset.rsplit("/", 1)[-1]
+        mine = own.get(family) or {}  # tune.per_family fixes a family's point (seqbench.tuning.settings)
+        rates = [float(mine["lr_scale"])] if mine.get("lr_scale") is not None else lrs
+        sizes = [_int(mine["tokens_per_step"])] if mine.get("tokens_per_step") is not None else tokens
+        plans[(_corpus({"preset": preset}), family)] = set(itertools.product(budgets, rates, sizes, gaps))
+    return plans
+
+
+def _per_family(value: str) -> dict:
+    """`tune.per_family`'s value as the command line wrote it (`{gpt:{lr_scale:2},...}`), as a dict."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    parsed = OverridesParser.create().parse_override(f"tune.per_family={value}").value()
+    return parsed if isinstance(parsed, dict) else {}

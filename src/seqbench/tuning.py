@@ -63,7 +63,7 @@ def settings(cfg: DictConfig) -> dict:
     if unknown:
         raise ConfigError(f"tune.per_family sets {sorted(unknown)}; it takes only {', '.join(PER_FAMILY)}.")
     for key, neutral in NEUTRAL.items():  # both set: a sweep over tune.<key> would run one job per value, all alike
-        if own.get(key) is not None and out[key] is not None and float(out[key]) != (neutral or 0.0):
+        if own.get(key) is not None and out[key] not in (None, neutral):
             raise ConfigError(f"tune.per_family.{family_of(cfg.model)}.{key}={own[key]} and tune.{key}={out[key]} "
                               f"both set this run's {key}, and per_family wins: a sweep over tune.{key} would train "
                               f"the same run once per value. Add tune.{key}={neutral if neutral is not None else 'null'} "

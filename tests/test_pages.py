@@ -98,6 +98,8 @@ def test_a_listing_keeps_the_chosen_columns_in_order(sources):
     ("report.md table=4", "has 3 table(s), not a table 4"),
     ("bench.csv rows=length columns=family value=tokens", "no column 'tokens'"),
     ("bench.csv columns=family where=batch=16", "no row passes batch=16"),
+    # batch 8 and batch 1 both have an lstm row at length 64: one would silently replace the other
+    ("bench.csv rows=family columns=length value=tokens_per_s", "two rows have lstm and length = 64"),
 ])
 def test_a_marker_whose_source_is_gone_fails_by_name(sources, spec, says):
     with pytest.raises(SourceError, match=says.replace("(", r"\(").replace(")", r"\)")):

@@ -17,9 +17,10 @@ The analysis and report commands already write their tables (`report.md`, `long_
   with that word (the report's "Crossover: ..." lines) below the table, one bullet each.
 - `FILE.csv`: the rows that pass every `where=column=value` (alternatives `a|b`), either listed with
   `columns=a,b,c`, or pivoted with `rows=a[,b] columns=c value=v [error=e]`: one line per value of
-  the row keys, one column per value of `c` (headed `label = value`, the label `c` unless given; `label=-`: the value alone), the
-  cell `v` (`± e` with an error column). `format=` is
-  the cell's Python format spec (default: thousands separators, three decimals below 100). A row
+  the row keys, one column per value of `c` (headed `label = value`, the label `c` unless given;
+  `label=-`: the value alone), the cell `v` (`± e` with an error column); two rows that fall in one
+  cell stop the command. `format=` is the cell's Python format spec (default: thousands separators,
+  three decimals below 100). A row
   whose `status` is not `ok` or `completed` shows its status's first word (`skipped`).
 
 Everything between the markers is replaced, a caption naming the source included; the prose around
@@ -156,7 +157,13 @@ def from_csv(path: Path, options: dict) -> list[str]:
     keys, across = options["rows"].split(","), options["columns"]
     lines = list(dict.fromkeys(tuple(r[k] for k in keys) for r in rows))
     heads = sorted(dict.fromkeys(r[across] for r in rows), key=_key)
-    cells = {(tuple(r[k] for k in keys), r[across]): r for r in rows}
+    cells = {}
+    for r in rows:  # two rows in one cell: the later one would hide the earlier without a word
+        cell = (tuple(r[k] for k in keys), r[across])
+        if cell in cells:
+            raise SourceError(f"{path}: two rows have {', '.join(cell[0])} and {across} = {cell[1]}; add a column "
+                              f"that tells them apart to rows= (e.g. rows={','.join(keys)},run) or narrow where=")
+        cells[cell] = r
     label = options.get("label", across)
     table = ["| " + " / ".join(keys) + " | " + " | ".join(h if label == "-" else f"{label} = {h}" for h in heads) + " |",
              "|---|" + "---:|" * len(heads)]

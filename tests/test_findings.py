@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from seqbench.families import compared
-from seqbench.findings import family_kind, gradients, headline, long_range, speed
+from seqbench.findings import context_on_text, family_kind, gradients, headline, long_range, speed
 from seqbench.findings.page import BEGIN, END, replace_block
 from seqbench.ledger import RECORD, Ledger
 
@@ -209,3 +209,53 @@ def test_the_long_range_confidence_reads_the_probe_at_the_searched_rates_by_each
     assert "T = 50, 500, 1 seed(s) a cell" in text
     assert f"is [0.990](figures/long-range-tuned/long_range.csv) ({attention})" in text
     assert f"the best recurrent family's [0.350](figures/long-range-tuned/long_range.csv) ({plain})" in text
+
+
+def _text_ledger(root: Path, far: dict[str, tuple[float, float]]) -> Ledger:
+    """A context-usage record made up for PTB: per family, (increase, s.e.) when the tokens beyond FAR are
+    replaced; each family's order row (all but the last shuffled) is 0.5 for every family."""
+    rows = ["corpus,family,run,measure,x,loss,delta,se,targets"]
+    for i, (family, (delta, se)) in enumerate(far.items()):
+        rows += [f"ptb,{family},sweep/{i},replace,{context_on_text.FAR},5.0,{delta},{se},1000",
+                 f"ptb,{family},sweep/{i},replace,1,5.0,0.9,0.01,1000",  # a nearer d: not the one compared
+                 f"ptb,{family},sweep/{i},shuffle,1,5.0,0.5,0.01,1000"]
+    target = root / context_on_text.RECORDS["PTB"]
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text("\n".join(rows) + "\n")
+    (target.parent / RECORD).write_text(json.dumps({"records": [
+        {"files": [target.name], "hardware": "cpu", "date": "2026-12-01"}]}))
+    return Ledger(root)
+
+
+@pytest.mark.parametrize("far, ahead", [
+    ({"a": (0.060, 0.010), "r": (0.011, 0.003), "r2": (0.003, 0.002)}, True),   # apart by more than 2 s.e.
+    ({"a": (0.030, 0.007), "r": (0.011, 0.003), "r2": (0.003, 0.002)}, False),  # means apart, intervals overlap
+    ({"a": (0.060, 0.010), "r": (0.003, 0.002), "r2": (0.055, 0.010)}, False),  # the best recurrent one decides
+    ({"a": (0.060, 0.010), "a2": (0.050, 0.010)}, None),                        # no recurrent model: no call
+])
+def test_on_text_attention_counts_only_when_its_far_increase_is_outside_every_recurrent_interval(tmp_path, far, ahead):
+    # bugs caught: means compared without their standard errors (0.030 vs 0.011 called a difference), a
+    # kind's first model taken for its best, the d = 1 row read for the far one, and a corpus with one
+    # kind only counted either way
+    attention = next(f for f in compared() if family_kind(f) == "attention")
+    gated, plain = [f for f in compared() if family_kind(f) == "recurrent"][:2]
+    names = {"a": attention, "a2": attention, "r": gated, "r2": plain}
+    ledger = _text_ledger(tmp_path, {names[k]: v for k, v in far.items()})
+    best, _ = context_on_text.compare(ledger.rows(context_on_text.RECORDS["PTB"]))
+    assert context_on_text.attention_ahead(best) is ahead
+    text = context_on_text.on_text(ledger)
+    assert (text.ahead, text.behind) == ((["PTB"], []) if ahead else ([], ["PTB"]) if ahead is False else ([], []))
+
+
+def test_the_long_range_verdict_counts_a_text_corpus_where_attention_uses_distant_tokens(tmp_path):
+    # bug caught: the text records shown on the page but left out of the verdict (or the reverse)
+    solved = [{"attention": ALL, "recurrent": NONE}, {"attention": ALL, "recurrent": ALL},
+              {"attention": NONE, "recurrent": NONE}]
+    ledger = _probe_ledger(tmp_path, dict(zip("abc", solved)))
+    attention = next(f for f in compared() if family_kind(f) == "attention")
+    gated = next(f for f in compared() if family_kind(f) == "recurrent")
+    _text_ledger(tmp_path, {attention: (0.060, 0.010), gated: (0.005, 0.002)})
+    claim = long_range.claim(Ledger(tmp_path))
+    assert claim.verdict == f"holds only on {list(long_range.PROBES)[0]}, PTB text"
+    assert f"| PTB | {attention} | sweep/0 | attention | [+0.060]" in "\n".join(claim.answer)
+    assert "context-tuned-ptb/context_ptb.png" in " ".join(claim.figures)

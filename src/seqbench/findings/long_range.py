@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from seqbench.analysis.long_range_report import frontier
 from seqbench.findings import DOES_NOT_HOLD, HOLDS, HOLDS_ONLY, Claim, conditions_of, family_kind
+from seqbench.findings.context_on_text import FAR, on_text
 
 PROBES = {"copy memory": "experiments/figures/long-range-copy/long_range.csv",
           "adding": "experiments/figures/long-range-adding/long_range.csv",
@@ -94,7 +95,10 @@ def claim(ledger) -> Claim:
             number = number or ledger.number(a, path, "{:,}")
         link = lambda t, path=path: ledger.number(t, path, "{:,}").md() if t else "none"  # noqa: E731
         confidence.append(f"{probe}: attention {link(a)} ({fa or '–'}) against recurrent {link(r)} ({fr or '–'})")
-    if len(ahead) == len(PROBES):
+    text = on_text(ledger)
+    ahead += [f"{corpus} text" for corpus in text.ahead]
+    answer += ([""] + text.answer) if text.answer else []
+    if len(ahead) == len(PROBES) + len(text.ahead) + len(text.behind):
         verdict = HOLDS
     elif ahead:
         verdict = f"{HOLDS_ONLY} on {', '.join(ahead)}"
@@ -108,6 +112,13 @@ def claim(ledger) -> Claim:
     rest = [p for p in PROBES if p not in ahead]
     detail = (f"On {', '.join(rest)} a recurrent family reaches the same largest T as attention (or neither "
               f"solves any)." if rest and ahead else "")
+    if text.behind and ahead:
+        detail += (f" On {', '.join(text.behind)} text no attention model's loss rises clearly more than every "
+                   f"recurrent model's when the tokens beyond {FAR} are replaced.")
+    if text.ahead:
+        detail += (f" On {', '.join(text.ahead)} text an attention model's loss depends on tokens beyond {FAR} "
+                   "more than every recurrent model's, through their identities: see the order column.")
+    detail = detail.strip()
     return Claim(
         key="long-range", claim="Attention keeps long-range dependencies that recurrent networks lose.",
         verdict=verdict, detail=detail, answer=answer,
@@ -116,12 +127,14 @@ def claim(ledger) -> Claim:
                     f"{ledger.number(int(large['params']), large_p, '{:,}').md()} parameters, one learning rate per "
                     f"family from the pilots), trained until validation solves the probe or the step cap "
                     f"({', '.join(ledger.number(c, caps[c], '{:,}').md() for c in sorted(caps))} steps); T = {', '.join(map(str, gaps))}."]
-                   + conditions_of(ledger, *PROBES.values()),
-        figures=[p.replace("long_range.csv", "long_range_solve.png") for p in PROBES.values()],
+                   + conditions_of(ledger, *PROBES.values()) + text.conditions,
+        figures=[p.replace("long_range.csv", "long_range_solve.png") for p in PROBES.values()] + text.figures,
         confidence="Largest T solved, best family of each kind: " + "; ".join(confidence) + ". One or two seeds "
                    "per cell (the table); a family counts a T only when every seed solved it, so one seed more "
-                   "can lower a T but not raise it." + at_searched_rates(ledger),
+                   "can lower a T but not raise it." + at_searched_rates(ledger) + text.confidence,
         would_change="The recurrent families run past their first unsolved T with more steps, the probes trained "
                      "until solved at the learning rate the same search chose for every family (issue 36; "
-                     "the fixed-step copy probe has it), and gaps beyond 400 for the families that solved every T run.",
+                     "the fixed-step copy probe has it), and gaps beyond 400 for the families that solved every T run. "
+                     "On text: models trained further (a GPU tier; Khandelwal et al.'s LSTM at PTB perplexity ~60 "
+                     "uses about 200 words), and more than one seed per model.",
         number=number, number_label="largest T attention solved where recurrence did not")

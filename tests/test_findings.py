@@ -211,14 +211,15 @@ def test_the_long_range_confidence_reads_the_probe_at_the_searched_rates_by_each
     assert f"the best recurrent family's [0.350](figures/long-range-tuned/long_range.csv) ({plain})" in text
 
 
-def _text_ledger(root: Path, far: dict[str, tuple[float, float]]) -> Ledger:
-    """A context-usage record made up for PTB: per family, (increase, s.e.) when the tokens beyond FAR are
-    replaced; each family's order row (all but the last shuffled) is 0.5 for every family."""
+def _text_ledger(root: Path, far: list[tuple[str, str, float, float | None]]) -> Ledger:
+    """A context-usage record made up for PTB: per model (family, run, increase, s.e.), the increase when
+    the tokens beyond FAR are replaced; the k-th model's order row (all but the last shuffled) is 0.k."""
     rows = ["corpus,family,run,measure,x,loss,delta,se,targets"]
-    for i, (family, (delta, se)) in enumerate(far.items()):
-        rows += [f"ptb,{family},sweep/{i},replace,{context_on_text.FAR},5.0,{delta},{se},1000",
-                 f"ptb,{family},sweep/{i},replace,1,5.0,0.9,0.01,1000",  # a nearer d: not the one compared
-                 f"ptb,{family},sweep/{i},shuffle,1,5.0,0.5,0.01,1000"]
+    for k, (family, run, delta, se) in enumerate(far, 1):
+        se_text = "" if se is None else se
+        rows += [f"ptb,{family},{run},replace,{context_on_text.FAR},5.0,{delta},{se_text},1000",
+                 f"ptb,{family},{run},replace,1,5.0,0.9,0.01,1000",  # a nearer d: not the one compared
+                 f"ptb,{family},{run},shuffle,1,5.0,0.{k},0.01,1000"]
     target = root / context_on_text.RECORDS["PTB"]
     target.parent.mkdir(parents=True, exist_ok=True)
     target.write_text("\n".join(rows) + "\n")
@@ -231,20 +232,43 @@ def _text_ledger(root: Path, far: dict[str, tuple[float, float]]) -> Ledger:
     ({"a": (0.060, 0.010), "r": (0.011, 0.003), "r2": (0.003, 0.002)}, True),   # apart by more than 2 s.e.
     ({"a": (0.030, 0.007), "r": (0.011, 0.003), "r2": (0.003, 0.002)}, False),  # means apart, intervals overlap
     ({"a": (0.060, 0.010), "r": (0.003, 0.002), "r2": (0.055, 0.010)}, False),  # the best recurrent one decides
+    # the largest mean is not the widest reach: r's mean is larger, r2's interval reaches higher
+    ({"a": (0.060, 0.010), "r": (0.020, 0.001), "r2": (0.015, 0.015)}, False),
+    # ...and on the attention side: a2's smaller mean has the higher lower bound (the same family, two windows)
+    ({"a": (0.060, 0.020), "a2": (0.050, 0.001), "r": (0.030, 0.001)}, True),
     ({"a": (0.060, 0.010), "a2": (0.050, 0.010)}, None),                        # no recurrent model: no call
+    ({"a": (0.060, 0.010), "r": (0.500, None)}, None),                          # no s.e.: shown, not compared
 ])
-def test_on_text_attention_counts_only_when_its_far_increase_is_outside_every_recurrent_interval(tmp_path, far, ahead):
-    # bugs caught: means compared without their standard errors (0.030 vs 0.011 called a difference), a
-    # kind's first model taken for its best, the d = 1 row read for the far one, and a corpus with one
-    # kind only counted either way
+def test_on_text_attention_counts_only_when_an_interval_lies_above_every_recurrent_one(tmp_path, far, ahead):
+    # bugs caught: means compared without their standard errors (0.030 vs 0.011 called a difference); a
+    # kind's model picked by its mean, not its interval; the d = 1 row read for the far one; a missing
+    # standard error read as zero; a corpus with one kind only counted either way; the 128- and 256-token
+    # runs of one family (same family name) merged into one
     attention = next(f for f in compared() if family_kind(f) == "attention")
     gated, plain = [f for f in compared() if family_kind(f) == "recurrent"][:2]
     names = {"a": attention, "a2": attention, "r": gated, "r2": plain}
-    ledger = _text_ledger(tmp_path, {names[k]: v for k, v in far.items()})
-    best, _ = context_on_text.compare(ledger.rows(context_on_text.RECORDS["PTB"]))
-    assert context_on_text.attention_ahead(best) is ahead
+    ledger = _text_ledger(tmp_path, [(names[k], f"sweep_{k}/0", d, se) for k, (d, se) in far.items()])
+    rows = ledger.rows(context_on_text.RECORDS["PTB"])
+    assert context_on_text.attention_ahead(context_on_text.increases(rows, "replace", context_on_text.FAR))[0] is ahead
     text = context_on_text.on_text(ledger)
     assert (text.ahead, text.behind) == ((["PTB"], []) if ahead else ([], ["PTB"]) if ahead is False else ([], []))
+    assert len([line for line in text.answer if line.startswith("| PTB |")]) == len(far)  # every model shown
+
+
+def test_on_text_shows_a_family_the_registry_does_not_know_and_tells_models_apart_by_family_and_run(tmp_path):
+    # bugs caught: an unknown family dropped from the table without a word; two families whose runs share a
+    # label (a frontier sweep's bare job numbers) collapsed into one model
+    attention = next(f for f in compared() if family_kind(f) == "attention")
+    gated = next(f for f in compared() if family_kind(f) == "recurrent")
+    ledger = _text_ledger(tmp_path, [(attention, "35", 0.060, 0.010), (gated, "35", 0.005, 0.002),
+                                     ("not_a_family", "7", 0.9, 0.01)])
+    text = context_on_text.on_text(ledger)
+    table = "\n".join(text.answer)
+    link = f"({context_on_text.RECORDS['PTB'].removeprefix('experiments/')})"
+    assert f"| PTB | {attention} | 35 | attention | [+0.060]{link} ± 0.010 | [+0.100]{link} ± 0.010 |" in table
+    assert f"| PTB | {gated} | 35 | recurrent | [+0.005]{link} ± 0.002 | [+0.200]{link} ± 0.010 |" in table
+    assert "| PTB | not_a_family | 7 | ? |" in table
+    assert text.ahead == ["PTB"]  # the unknown family's 0.9 is not taken for a recurrent one
 
 
 def test_the_long_range_verdict_counts_a_text_corpus_where_attention_uses_distant_tokens(tmp_path):
@@ -254,7 +278,7 @@ def test_the_long_range_verdict_counts_a_text_corpus_where_attention_uses_distan
     ledger = _probe_ledger(tmp_path, dict(zip("abc", solved)))
     attention = next(f for f in compared() if family_kind(f) == "attention")
     gated = next(f for f in compared() if family_kind(f) == "recurrent")
-    _text_ledger(tmp_path, {attention: (0.060, 0.010), gated: (0.005, 0.002)})
+    _text_ledger(tmp_path, [(attention, "sweep/0", 0.060, 0.010), (gated, "sweep/1", 0.005, 0.002)])
     claim = long_range.claim(Ledger(tmp_path))
     assert claim.verdict == f"holds only on {list(long_range.PROBES)[0]}, PTB text"
     assert f"| PTB | {attention} | sweep/0 | attention | [+0.060]" in "\n".join(claim.answer)

@@ -10,11 +10,12 @@ models trained here *do*, on their corpus. Read from the context-usage records o
 - **order**: the increase when every token but the last is shuffled (identities kept, order destroyed),
   which says whether what a model takes from its context is a sequence or a bag of tokens.
 
-A corpus counts for attention only when some attention model's far-identity increase lies above every
-recurrent model's, the two ± Z paired standard errors apart: the same rule as a winner on the
-frontier (outside the intervals, or no call). Each increase is paired within its own model, so the
-intervals are per model; the models are compared on the same targets but not paired with each other,
-which makes the rule conservative.
+A corpus counts for attention only when some attention model's far-identity interval (± Z paired
+standard errors) lies wholly above every recurrent model's: the same rule as a winner on the frontier
+(outside the intervals, or no call). Each increase is paired within its own model, so the intervals
+are per model; the models are compared on the same targets but not paired with each other, which
+makes the rule conservative. A model without a standard error, or of a family the registry does not
+know, is shown and not compared.
 """
 
 from __future__ import annotations
@@ -41,33 +42,48 @@ class OnText:
     figures: list[str] = field(default_factory=list)
 
 
-def _cell(rows: list[dict], run: str, measure: str, x: int) -> dict | None:
-    return next((r for r in rows if r["run"] == run and r["measure"] == measure and r["x"] and int(r["x"]) == x), None)
+@dataclass(frozen=True)
+class Increase:
+    """One model's loss increase (nats) and its paired standard error; `se` None where not recorded."""
+    family: str
+    run: str
+    kind: str | None  # "attention", "recurrent", or None for a family the registry does not know
+    delta: float
+    se: float | None
+
+    @property
+    def low(self) -> float:
+        return self.delta - Z * self.se
+
+    @property
+    def high(self) -> float:
+        return self.delta + Z * self.se
 
 
-def compare(rows: list[dict]) -> tuple[dict, dict]:
-    """Per kind, the run whose far-identity increase is largest: {kind: (delta, se, family, run)}, and
-    the same increase for every run ({run: (family, kind, delta, se)})."""
-    per_run, best = {}, {}
-    for run in dict.fromkeys(r["run"] for r in rows):
-        cell = _cell(rows, run, "replace", FAR)
-        kind = family_kind(cell["family"]) if cell else None
-        if cell is None or kind is None or not cell["delta"]:
-            continue
-        delta, se = float(cell["delta"]), float(cell["se"] or 0.0)
-        per_run[run] = (cell["family"], kind, delta, se)
-        if delta > best.get(kind, (float("-inf"),))[0]:
-            best[kind] = (delta, se, cell["family"], run)
-    return best, per_run
+def _float(text: str) -> float | None:
+    return float(text) if text not in ("", None) else None
 
 
-def attention_ahead(best: dict) -> bool | None:
-    """Whether the best attention model's interval lies above the best recurrent model's; None when a
-    kind is missing."""
-    if "attention" not in best or "recurrent" not in best:
-        return None
-    (a, a_se, *_), (r, r_se, *_) = best["attention"], best["recurrent"]
-    return a - Z * a_se > r + Z * r_se
+def increases(rows: list[dict], measure: str, x: int) -> list[Increase]:
+    """Every model's increase at (measure, x), in the record's order; a model is its (family, run) pair,
+    since two sweeps' jobs may share a run label."""
+    out = []
+    for r in rows:
+        if r["measure"] == measure and r["x"] and int(r["x"]) == x and _float(r["delta"]) is not None:
+            out.append(Increase(r["family"], r["run"], family_kind(r["family"]), float(r["delta"]), _float(r["se"])))
+    return out
+
+
+def attention_ahead(far: list[Increase]) -> tuple[bool | None, Increase | None, Increase | None]:
+    """Whether some attention model's interval lies wholly above every recurrent model's, with the two
+    models that decide it: the attention model with the highest lower bound and the recurrent model with
+    the highest upper bound. None (no call) when a kind has no model with a standard error."""
+    attention = [i for i in far if i.kind == "attention" and i.se is not None]
+    recurrent = [i for i in far if i.kind == "recurrent" and i.se is not None]
+    if not attention or not recurrent:
+        return None, None, None
+    a, r = max(attention, key=lambda i: i.low), max(recurrent, key=lambda i: i.high)
+    return a.low > r.high, a, r
 
 
 def on_text(ledger) -> OnText:
@@ -83,25 +99,22 @@ def on_text(ledger) -> OnText:
     said = []
     for corpus, path in recorded.items():
         rows = ledger.rows(path)
-        best, per_run = compare(rows)
+        far, order = increases(rows, "replace", FAR), increases(rows, "shuffle", 1)
         if rows:  # the analysis's plot of the corpus: context_<data name>.png beside the CSV
             out.figures.append(path.rsplit("/", 1)[0] + f"/context_{rows[0]['corpus']}.png")
-        for run, (family, kind, delta, se) in per_run.items():
-            order = _cell(rows, run, "shuffle", 1)
-            shuffled = (f"{ledger.number(float(order['delta']), path, '{:+.3f}').md()} ± {float(order['se']):.3f}"
-                        if order and order["delta"] else "–")
-            out.answer.append(f"| {corpus} | {family} | {run} | {kind} | "
-                              f"{ledger.number(delta, path, '{:+.3f}').md()} ± {se:.3f} | {shuffled} |")
-        ahead = attention_ahead(best)
+        shown = lambda i: (f"{ledger.number(i.delta, path, '{:+.3f}').md()}"  # noqa: E731
+                           + (f" ± {i.se:.3f}" if i.se is not None else " (no s.e.)")) if i else "–"
+        for i in far:
+            o = next((o for o in order if (o.family, o.run) == (i.family, i.run)), None)
+            out.answer.append(f"| {corpus} | {i.family} | {i.run} | {i.kind or '?'} | {shown(i)} | {shown(o)} |")
+        ahead, a, r = attention_ahead(far)
         if ahead is None:
             continue
         (out.ahead if ahead else out.behind).append(corpus)
-        (a, a_se, fa, _), (r, r_se, fr, _) = best["attention"], best["recurrent"]
-        said.append(f"{corpus}: attention {ledger.number(a, path, '{:+.3f}').md()} ± {a_se:.3f} ({fa}) against "
-                    f"recurrent {ledger.number(r, path, '{:+.3f}').md()} ± {r_se:.3f} ({fr}), "
-                    + ("apart" if ahead else "not apart"))
-    out.confidence = (f" On text, the largest increase of each kind when the tokens beyond {FAR} are replaced "
-                      f"(± {Z:g} s.e. must not overlap): " + "; ".join(said) + ". One model per family and "
+        said.append(f"{corpus}: attention {shown(a)} ({a.family}, {a.run}) against recurrent {shown(r)} "
+                    f"({r.family}, {r.run}), " + ("apart" if ahead else "not apart"))
+    out.confidence = (f" On text, when the tokens beyond {FAR} are replaced, the attention model with the highest "
+                      f"lower bound against the recurrent model with the highest upper bound (± {Z:g} s.e.): " + "; ".join(said) + ". One model per family and "
                       "window, one seed each." if said else "")
     out.conditions = [f"On text: the tuned 1e13-FLOP language models of {', '.join(recorded)} at size m, seed 1234, "
                       "each family at its setting from the transfer check, attention also trained on 256-token "

@@ -283,3 +283,14 @@ def test_the_long_range_verdict_counts_a_text_corpus_where_attention_uses_distan
     assert claim.verdict == f"holds only on {list(long_range.PROBES)[0]}, PTB text"
     assert f"| PTB | {attention} | sweep/0 | attention | [+0.060]" in "\n".join(claim.answer)
     assert "context-tuned-ptb/context_ptb.png" in " ".join(claim.figures)
+
+
+def test_a_long_range_verdict_carried_by_text_alone_shows_the_text_number(tmp_path):
+    # bug caught: the README's summary said "not measured" beside a verdict of "holds only on PTB text"
+    _probe_ledger(tmp_path, dict(zip("abc", [{"attention": FIRST, "recurrent": ALL}] * 3)))
+    attention = next(f for f in compared() if family_kind(f) == "attention")
+    gated = next(f for f in compared() if family_kind(f) == "recurrent")
+    _text_ledger(tmp_path, [(attention, "sweep/0", 0.060, 0.010), (gated, "sweep/1", 0.005, 0.002)])
+    claim = long_range.claim(Ledger(tmp_path))
+    assert claim.verdict == "holds only on PTB text"
+    assert claim.number.text == "+0.060" and "PTB tokens beyond 50" in claim.number_label

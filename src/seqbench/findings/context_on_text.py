@@ -23,6 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from seqbench.findings import conditions_of, family_kind
+from seqbench.ledger import Number
 
 RECORDS = {"PTB": "experiments/figures/context-tuned-ptb/context_usage.csv",
            "Tiny Shakespeare": "experiments/figures/context-tuned-shakespeare/context_usage.csv"}
@@ -40,6 +41,7 @@ class OnText:
     confidence: str = ""
     conditions: list[str] = field(default_factory=list)
     figures: list[str] = field(default_factory=list)
+    number: Number | None = None  # the first corpus ahead: its deciding attention model's increase
 
 
 @dataclass(frozen=True)
@@ -111,6 +113,8 @@ def on_text(ledger) -> OnText:
         if ahead is None:
             continue
         (out.ahead if ahead else out.behind).append(corpus)
+        if ahead and out.number is None:
+            out.number = ledger.number(a.delta, path, "{:+.3f}")
         said.append(f"{corpus}: attention {shown(a)} ({a.family}, {a.run}) against recurrent {shown(r)} "
                     f"({r.family}, {r.run}), " + ("apart" if ahead else "not apart"))
     out.confidence = (f" On text, when the tokens beyond {FAR} are replaced, the attention model with the highest "

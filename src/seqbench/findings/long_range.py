@@ -137,4 +137,7 @@ def claim(ledger) -> Claim:
                      "the fixed-step copy probe has it), and gaps beyond 400 for the families that solved every T run. "
                      "On text: models trained further (a GPU tier; Khandelwal et al.'s LSTM at PTB perplexity ~60 "
                      "uses about 200 words), and more than one seed per model.",
-        number=number, number_label="largest T attention solved where recurrence did not")
+        number=number or text.number,
+        number_label=("largest T attention solved where recurrence did not" if number else
+                      f"nats attention loses when the {text.ahead[0]} tokens beyond {FAR} are replaced, outside "
+                      f"every recurrent model's interval" if text.number else ""))

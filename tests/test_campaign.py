@@ -179,6 +179,7 @@ def test_a_tier_where_the_transfer_check_found_a_better_setting_trains_its_final
 
     (base, base_overrides), (moved, moved_overrides) = chain.sizes()
     assert base == "frontier_tuned_sizes" and f"tune.per_family={{{LSTM}:{{lr_scale:2,tokens_per_step:501}}}}" in base_overrides
+    assert "budget.flops=1e11,1e12" in base_overrides  # not 1e13, where the check moved the setting
     assert moved == "frontier_tuned_sizes_1e13" and "budget.flops=1e13" in moved_overrides
     assert f"tune.per_family={{{LSTM}:{{lr_scale:2,tokens_per_step:1013}}}}" in moved_overrides
 
@@ -461,3 +462,23 @@ def test_sweeps_at_once_runs_a_rounds_sweeps_side_by_side_and_each_to_its_end(tm
                  "--sweeps-at-once", "4"]) == 1
     assert sorted(launched) == sorted(n for n, _ in Chain("tune_frontier", tmp_path).transfer())
     assert any("tokens" in n for n in launched) and len(launched) > 2
+
+
+def test_the_size_sweeps_train_each_cell_once_at_its_own_setting():
+    # bug caught: one first sweep over every tier (a Hydra sweep is a cartesian product) trained the cells
+    # the transfer check had moved at the tuned setting too, to be passed over: 24 wasted runs on Tiny
+    # Shakespeare, 15 of them at 1e13
+    from seqbench.chain import parse_commands
+    from seqbench.analysis.campaign_cost import sweep_jobs
+    from seqbench.final_cells import Experiment, final_commands
+
+    tuned = {LSTM: {"lr_scale": 2, "tokens_per_step": 512}, GPT: {"lr_scale": 1, "tokens_per_step": 256}}
+    moved = {(GPT, 1e13): {"lr_scale": 1, "tokens_per_step": 1024}}
+    sweeps = dict(parse_commands(final_commands(tuned, Experiment("tune_frontier"), moved=moved)))
+    assert set(sweeps) == {"frontier_tuned_sizes", "frontier_tuned_sizes_1e13"}
+    assert "budget.flops=1e11,1e12" in sweeps["frontier_tuned_sizes"]
+    top = sweeps["frontier_tuned_sizes_1e13"]
+    assert f"tune.per_family={{{LSTM}:{{lr_scale:2,tokens_per_step:512}},{GPT}:{{lr_scale:1,tokens_per_step:1024}}}}" in top
+    cells = [job for overrides in sweeps.values() for job in sweep_jobs(overrides)]
+    assert sorted(set(cells)) == sorted((f, t) for f in (LSTM, GPT) for t in (1e11, 1e12, 1e13))
+    assert len(cells) == 2 * 3 * 3  # each (family, tier) at its three sizes, once

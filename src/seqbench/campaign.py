@@ -23,8 +23,8 @@ neighbours, and `<experiment>_transfer_lr_<tier>_<family>_<rate>` one rate furth
 on the lowest or highest rate tried, `<experiment>_transfer_tokens_<tier>_<family>_<tokens>` twice the
 tokens while the best lies on the most tried; the best checked trial is the family's setting at that tier,
 `seqbench.transfer`),
-`<frontier>_tuned_sizes` (and `<frontier>_tuned_sizes_<tier>` for the families whose setting moved at a
-tier), `<frontier>_tuned_seeds_<tier>` and
+`<frontier>_tuned_sizes` (the tiers where no family's setting moved) and `<frontier>_tuned_sizes_<tier>`
+(every family at a tier where one moved, each at its setting there), `<frontier>_tuned_seeds_<tier>` and
 `<frontier>_tuned_top_<tier>_seed<seed>` (one tier beyond the frontier's highest, two seeds, one
 sweep each; `--top-families` limits it) under `--root`. `--steps` picks a part of the chain (the protocol runs top on
 Tiny Shakespeare only).

@@ -146,12 +146,15 @@ def command(name: str, experiment: Experiment, budgets: list[float], seeds: str,
 def final_commands(tuned: dict[str, dict], experiment: Experiment, size_runs=None, seeds: str = "2,3",
                    budgets: list[float] | None = None, name: str | None = None,
                    moved: dict[tuple[str, float], dict] | None = None) -> list[str]:
-    """The lines to print: comments and commands. Without `size_runs`, the size-selection sweep; with
+    """The lines to print: comments and commands. Without `size_runs`, the size-selection sweeps; with
     them, one seeds sweep per tier at each family's chosen size. `moved`: (family, tier) -> the setting
-    the transfer check chose there where it is not the tuned one (`seqbench.transfer.per_tier`); those
-    cells get a size-selection sweep of their own per tier (`<name>_sizes_<tier>`: the first sweep's
-    runs at that tier were trained with the tuned setting, and are passed over), and their seeds train
-    with it."""
+    the transfer check chose there where it is not the tuned one (`seqbench.transfer.per_tier`).
+
+    Size selection: `<name>_sizes` holds the tiers where no family moved, every family at its tuned
+    setting; a tier where one moved gets `<name>_sizes_<tier>`, every family at its setting there (the
+    moved ones at theirs). A Hydra sweep is a cartesian product, so a single first sweep over every
+    tier would also train the moved cells at the tuned setting, only for them to be passed over: on
+    Tiny Shakespeare 24 runs, 15 of them at 1e13. The seeds then train at each cell's setting."""
     from seqbench.transfer import setting_at
 
     name = name or f"{experiment.frontier}_tuned"
@@ -159,16 +162,20 @@ def final_commands(tuned: dict[str, dict], experiment: Experiment, size_runs=Non
     first_seed = OmegaConf.load(experiment.conf_dir / "train.yaml").seed
     if size_runs is None:
         tiers = budgets or experiment.tiers()
-        lines = [f"# size selection: each family's sizes once (seed {first_seed}) with its tuned setting, every tier",
-                 command(f"{name}_sizes", experiment, tiers, str(first_seed), tuned,
-                         (f"size={','.join(experiment.sizes)}",))]
-        for budget in tiers:
-            own = {f: moved[(f, budget)] for f in order(tuned) if (f, budget) in moved}
-            if own:
-                lines += [f"# {flops_text(budget)} FLOPs: the transfer check moved {', '.join(own)}: their sizes "
-                          f"again with the setting chosen there",
-                          command(f"{name}_sizes_{flops_text(budget)}", experiment, [budget], str(first_seed), own,
-                                  (f"size={','.join(experiment.sizes)}",))]
+        sizes = (f"size={','.join(experiment.sizes)}",)
+        shifted = [b for b in tiers if any((f, float(b)) in moved for f in order(tuned))]
+        kept = [b for b in tiers if b not in shifted]
+        lines = []
+        if kept:
+            lines += [f"# size selection: each family's sizes once (seed {first_seed}) with its tuned setting, at "
+                      f"{', '.join(map(flops_text, kept))} FLOPs (no transfer check moved a family there)",
+                      command(f"{name}_sizes", experiment, kept, str(first_seed), tuned, sizes)]
+        for budget in shifted:
+            here = {f: setting_at(tuned, moved, f, budget) for f in order(tuned)}
+            own = [f for f in order(tuned) if (f, float(budget)) in moved]
+            lines += [f"# {flops_text(budget)} FLOPs: the transfer check moved {', '.join(own)}: every family's sizes "
+                      f"at its setting there",
+                      command(f"{name}_sizes_{flops_text(budget)}", experiment, [budget], str(first_seed), here, sizes)]
         return lines + [f"# then: python -m seqbench.tuning final <search dirs> --sizes outputs/sweeps/{name}_sizes* "
                         f"--corpus-experiment {experiment.name}"]
     chosen = chosen_sizes(size_runs, lambda family, tier: setting_at(tuned, moved, family, tier) if family in tuned else None)

@@ -17,9 +17,9 @@ runs, the sizes from the frontier presets' `sizes` tables, the tiers from the si
 before them, from the frontier experiment the tuning experiment belongs to: `tune_frontier` ->
 `frontier`), the first seed from `conf/train.yaml`.
 
-    python -m seqbench.tuning final outputs/sweeps/tune_frontier                 # the size-selection sweep
+    python -m seqbench.tuning final outputs/sweeps/tune_frontier                 # the size-selection sweeps
     python -m seqbench.tuning final outputs/sweeps/tune_frontier \\
-        --sizes outputs/sweeps/frontier_tuned_sizes                               # one seeds sweep per tier
+        --sizes outputs/sweeps/frontier_tuned_sizes*                              # one seeds sweep per tier
 """
 
 from __future__ import annotations

@@ -29,9 +29,10 @@ Commands:
 
 `--report` (`seqbench.analysis.tuning_report`) writes the committed record of the search, partial or
 complete: one row per trial, the summary with each family's grid edge and untuned loss, heatmaps.
-`final` (`seqbench.final_cells`) prints the final cells' sweeps: without `--sizes`, the one that runs
-every size once (seed 1234) with the tuned settings; with it, one per budget tier that runs seeds 2
-and 3 of each family's size chosen at that tier on the selection loss.
+`final` (`seqbench.final_cells`) prints the final cells' sweeps: without `--sizes`, the ones that run
+every size once (seed 1234), each tier at each family's setting there (the tuned one, or the one the
+transfer check moved it to); with it, one per budget tier that runs seeds 2 and 3 of each family's size
+chosen at that tier on the selection loss.
 
 What was applied goes into `metrics.json` as `tune/...`, so the search's summary (and its cost:
 trials and wall time per family) is read from the runs alone.

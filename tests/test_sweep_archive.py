@@ -263,3 +263,29 @@ def test_a_merge_adds_the_jobs_the_other_copy_holds_and_keeps_the_ones_both_hold
     assert [e["metrics"]["val/loss"] for e in Archive(mine, "t").entries().values()] == [1.2]
     assert archive_main(["merge", str(theirs), "--archive", str(mine)]) == 0  # again: nothing more
     assert len((mine / "s.jsonl").read_text().splitlines()) == 2
+
+
+def test_a_sweep_restores_the_jobs_another_sweep_archived_when_it_names_it(tmp_path):
+    # bug caught: a tier's own size sweep retrained the runs the first size sweep had already made at that
+    # tier (same family, size, budget, setting and seed), because each sweep read only its own archive file
+    archive = tmp_path / "archive"
+    args = ["-m", "hydra/launcher=resumable", f"hydra.launcher.archive={archive}",
+            "model=lstm", "data=ptb", "logger=csv", "trainer=cpu", "trainer.max_steps=2", "trainer.max_epochs=-1",
+            "trainer.val_check_interval=2",
+            "trainer.limit_val_batches=1", "trainer.limit_test_batches=1", "trainer.num_sanity_val_steps=0",
+            "~callbacks.model_summary", "~callbacks.progress_bar", "model.embedding_size=16", "model.hidden_size=16"]
+    env = {"PYTHONPATH": os.pathsep.join([str(ROOT / "src"), os.environ.get("PYTHONPATH", "")])}
+    first = run_cli([*args, f"hydra.sweep.dir={tmp_path / 'first'}", "seed=1"], tmp_path, env=env)
+    assert _metrics(tmp_path / "first" / "0").get("status") == "completed", first.stderr[-3000:]
+    later = tmp_path / "later"
+    second = run_cli([*args, f"hydra.sweep.dir={later}", "hydra.launcher.archive_from=[first]", "seed=2,1"],
+                     tmp_path, env=env)
+    log = second.stdout + second.stderr
+    assert "Launching 1 of 2 jobs" in log, log[-3000:]
+    restored = _metrics(later / "1")  # seed 1: the first sweep's run, not trained again
+    assert restored.pop("restored_from") == str(archive / "first.jsonl")
+    assert restored == _metrics(tmp_path / "first" / "0") and not (later / "1" / "train.log").exists()
+    assert (later / "0" / "train.log").is_file()  # seed 2 was never run: it trains
+    # without the name, the other sweep's archive is not read
+    third = run_cli([*args, f"hydra.sweep.dir={tmp_path / 'third'}", "seed=1"], tmp_path, env=env)
+    assert "Launching 1 of 1 jobs" in third.stdout + third.stderr

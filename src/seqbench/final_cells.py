@@ -173,9 +173,12 @@ def final_commands(tuned: dict[str, dict], experiment: Experiment, size_runs=Non
         for budget in shifted:
             here = {f: setting_at(tuned, moved, f, budget) for f in order(tuned)}
             own = [f for f in order(tuned) if (f, float(budget)) in moved]
+            # the families that did not move may have run at this tier in the first sweep already (an older
+            # layout, or a check that moved a family after it): their archived runs are restored, not rerun
             lines += [f"# {flops_text(budget)} FLOPs: the transfer check moved {', '.join(own)}: every family's sizes "
                       f"at its setting there",
-                      command(f"{name}_sizes_{flops_text(budget)}", experiment, [budget], str(first_seed), here, sizes)]
+                      command(f"{name}_sizes_{flops_text(budget)}", experiment, [budget], str(first_seed), here,
+                              (*sizes, f"hydra.launcher.archive_from=[{name}_sizes]"))]
         return lines + [f"# then: python -m seqbench.tuning final <search dirs> --sizes outputs/sweeps/{name}_sizes* "
                         f"--corpus-experiment {experiment.name}"]
     chosen = chosen_sizes(size_runs, lambda family, tier: setting_at(tuned, moved, family, tier) if family in tuned else None)

@@ -14,6 +14,9 @@ With `archive=<dir>` (the campaign sets it to the committed `experiments/sweeps/
 is also kept in `<dir>/<sweep name>.jsonl`, and a job found there (by what it trains, not its number)
 is restored into its directory instead of run (`seqbench.sweep_archive`): the sweep outlives the loss
 of its output folder, which is what a session stop does to everything outside the repository.
+`archive_from=[<sweep>, ...]` lets it restore jobs the named sweeps of that folder archived too (its own
+entry wins): the same key is the same training, so a tier's own size sweep takes the runs the first size
+sweep already made at that tier (`seqbench.final_cells`).
 
 `scripts/sweep_background.sh` starts such a sweep in the background under a fixed directory, so the
 same command, after a session stop or a reboot, carries on where the sweep was.
@@ -88,9 +91,11 @@ def _run_with_threads(payload: bytes, threads: int | None) -> bytes:
 
 
 class ResumableLauncher(ProcessLauncher):
-    def __init__(self, jobs: int = 2, threads_per_job: int | None = 1, archive: str | None = None) -> None:
+    def __init__(self, jobs: int = 2, threads_per_job: int | None = 1, archive: str | None = None,
+                 archive_from: Sequence[str] | None = None) -> None:
         super().__init__()
         self.jobs, self.threads_per_job, self.archive_dir = jobs, threads_per_job, archive
+        self.archive_from = list(archive_from or [])
         self.archive = None
 
     def launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> Sequence[JobReturn]:
@@ -103,9 +108,13 @@ class ResumableLauncher(ProcessLauncher):
         restored = 0
         from seqbench.sweep_archive import Archive, curve_of, key_text, restore
 
+        archived, found_in = {}, {}  # key -> entry, and the archive file it came from
         if self.archive_dir:
             self.archive = Archive(Path(str(self.archive_dir)), sweep_dir.name)
-        archived = self.archive.entries() if self.archive else {}
+            # the other sweeps first, so that this sweep's own entry wins: the same key is the same training
+            for archive in [*(Archive(Path(str(self.archive_dir)), name) for name in self.archive_from), self.archive]:
+                for key, entry in archive.entries().items():
+                    archived[key], found_in[key] = entry, archive.path
         for idx, overrides in enumerate(job_overrides, start=initial_job_idx):
             config = self.hydra_context.config_loader.load_sweep_config(self.config, list(overrides))
             with open_dict(config):
@@ -117,7 +126,7 @@ class ResumableLauncher(ProcessLauncher):
             key = self._key(config)
             entry = archived.get(key_text(key)) if key is not None else None
             if entry is not None and not completed(job_dir):
-                restore(job_dir, config, entry, self.archive.path, self._compose)
+                restore(job_dir, config, entry, found_in[key_text(key)], self._compose)
                 restored += 1
             elif key is not None and entry is None and completed(job_dir):  # finished before the archive
                 self.archive.append(key, job_dir.name, json.loads((job_dir / "metrics.json").read_text()),
@@ -134,7 +143,8 @@ class ResumableLauncher(ProcessLauncher):
             pending.append((idx, config, list(overrides), payload, key))
         log.info(f"Launching {len(pending)} of {len(job_overrides)} jobs, {self.jobs} at a time, each in a fresh "
                  f"process ({len(job_overrides) - len(pending)} completed before"
-                 + (f", {restored} of them restored from {self.archive.path}" if self.archive else "") + ")")
+                 + (f", {restored} of them restored from {self.archive.path}" if self.archive else "")
+                 + (f" or {', '.join(self.archive_from)}" if self.archive and self.archive_from else "") + ")")
         with ThreadPoolExecutor(max_workers=max(1, self.jobs)) as threads:
             for idx, ret in threads.map(self._run_one, pending):
                 returns[idx] = ret

@@ -75,7 +75,7 @@ class Chain:
         from seqbench.final_cells import Experiment, final_commands
 
         size_runs = self._read(sizes) if sizes else None
-        tuned, moved = self._settings()
+        tuned, moved = self.settings()
         return parse_commands(final_commands(tuned, Experiment(self.experiment), size_runs, moved=moved))
 
     def checks(self) -> tuple[dict[str, dict], dict]:
@@ -91,7 +91,7 @@ class Chain:
         planned = Counter(job for _, overrides in self._transfer(found) for job in sweep_jobs(overrides))
         return tuned, checks(self._read(dirs), tuned, planned) if dirs else {}
 
-    def _settings(self) -> tuple[dict[str, dict], dict[tuple[str, float], dict]]:
+    def settings(self) -> tuple[dict[str, dict], dict[tuple[str, float], dict]]:
         """Each family's tuned setting, and where the transfer check moved it at a tier, the one it chose there."""
         from seqbench.transfer import per_tier
 
@@ -157,7 +157,7 @@ class Chain:
 
         experiment = Experiment(self.experiment)
         highest = max(experiment.tiers())
-        tuned, moved = self._settings()
+        tuned, moved = self.settings()
         chosen = chosen_sizes(self._read(self.size_dirs()), lambda f, t: setting_at(tuned, moved, f, t) if f in tuned else None)
         settings = {f: {**setting_at(tuned, moved, f, highest), "size": chosen[(f, highest)]} for f in tuned
                     if (f, highest) in chosen and (not self.top_families or f in self.top_families)}

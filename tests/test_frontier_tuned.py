@@ -1,0 +1,142 @@
+"""The frontier after tuning (seqbench.frontier_tuned): the old records' tiers, the final cells' setting
+filter, and the before/after difference, on hand-made records with every expectation computed by hand."""
+
+from __future__ import annotations
+
+import csv
+import math
+from pathlib import Path
+
+import pytest
+
+from seqbench import frontier_tuned as ft
+from seqbench.report import Run
+
+REPO = Path(__file__).resolve().parents[1]
+FIGURES = REPO / "experiments" / "figures"
+COLUMNS = ["run", "family", "status", "params", "params_non_embedding", "best_val_ppl", "test_ppl",
+           "tokens_per_s", "train_time_to_target_s", "wall_time_s", "peak_mem_mb"]
+
+
+def _record(tmp_path: Path, rows: list[tuple]) -> Path:
+    """runs.csv with rows (run, family, non-embedding params, val loss, test loss, wall time)."""
+    path = tmp_path / "runs.csv"
+    with open(path, "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(COLUMNS)
+        for run, family, params, val, test, wall in rows:
+            w.writerow([run, family, "completed", params, params, math.exp(val), math.exp(test), 1, 1, wall, 1])
+    return path
+
+
+def test_an_old_record_gives_each_run_the_tier_of_its_place_in_the_sweep(tmp_path):
+    # frontier_ptb_s1234 swept family x size x (1e12, 3e12, 1e13), the tier fastest: job 4 is the second
+    # family's first size at 3e12. A reader that took the tier as job // 3 would give job 4 the tier 3e12 too,
+    # but job 1 (first family, 3e12) 1e12.
+    rows = [(f"frontier_ptb_s1234/{j}", "lstm" if j < 3 else "gru", 100 if j < 3 else 200,
+             5.0 - 0.1 * j, 5.1 - 0.1 * j, 10.0 * (1 + j % 3)) for j in range(6)]
+    runs = {r.name: r for r in ft.before_runs(_record(tmp_path, rows))}
+    assert [runs[f"frontier_ptb_s1234/{j}"].metrics["budget/flops"] for j in range(6)] == [1e12, 3e12, 1e13] * 2
+    assert runs["frontier_ptb_s1234/4"].family == "gru" and runs["frontier_ptb_s1234/4"].metrics["seed"] == 1234
+    assert runs["frontier_ptb_s1234/4"].metrics["test/loss"] == pytest.approx(5.1 - 0.4)
+    assert runs["frontier_ptb_s1234/4"].metrics["val/loss_best"] == pytest.approx(5.0 - 0.4)
+
+
+def test_a_record_whose_blocks_are_not_one_family_at_one_size_stops(tmp_path):
+    # sizes fastest (s, m, l at one tier): a block of three holds three sizes
+    rows = [(f"frontier_ptb_s1234/{j}", "lstm", 100 * (1 + j % 3), 5.0, 5.0, 10.0 * (1 + j)) for j in range(3)]
+    with pytest.raises(ft.LayoutError, match="not one family at one size"):
+        ft.before_runs(_record(tmp_path, rows))
+
+
+def test_a_record_whose_wall_time_falls_with_the_tier_stops(tmp_path):
+    rows = [(f"frontier_ptb_s1234/{j}", "lstm", 100, 5.0, 5.0, 30.0 - 10 * j) for j in range(3)]
+    with pytest.raises(ft.LayoutError, match="do not grow"):
+        ft.before_runs(_record(tmp_path, rows))
+
+
+def test_a_sweep_without_a_layout_stops(tmp_path):
+    with pytest.raises(ft.LayoutError, match="no layout"):
+        ft.before_runs(_record(tmp_path, [("someone_elses_sweep/0", "lstm", 100, 5.0, 5.0, 1.0)]))
+
+
+@pytest.mark.parametrize("name", ["frontier-ptb", "frontier-shakespeare", "frontier-ptb-parallel",
+                                  "frontier-shakespeare-parallel"])
+def test_every_committed_untuned_record_fits_its_layout(name):
+    runs = ft.before_runs(FIGURES / name / "runs.csv")
+    with open(FIGURES / name / "runs.csv") as f:
+        assert len(runs) == sum(1 for _ in f) - 1
+
+
+def test_the_committed_records_give_the_untuned_verdict_the_protocol_page_quotes():
+    # experiments/tuning-protocol.md, "The verdict rule on the recorded, untuned runs", read by hand from
+    # the same records before this module existed: Tiny Shakespeare at 1e11, Transformer 2.554 ± 0.004 and
+    # LSTM 3.344 ± 0.001; PTB at 1e12, LSTM 6.119 and GPT 6.545 ± 0.002
+    from seqbench.verdict import cells, verdict
+
+    sh = verdict(cells(ft.before_runs(FIGURES / "frontier-shakespeare" / "runs.csv")), 1e11).entries
+    assert sh["transformer"].interval.mean == pytest.approx(2.554, abs=5e-4)
+    assert sh["transformer"].interval.sd == pytest.approx(0.004, abs=5e-4)
+    assert sh["lstm"].interval.mean == pytest.approx(3.344, abs=5e-4)
+    ptb = verdict(cells(ft.before_runs(FIGURES / "frontier-ptb" / "runs.csv")), 1e12).entries
+    assert ptb["lstm"].interval.mean == pytest.approx(6.119, abs=5e-4)
+    assert ptb["gpt"].interval.mean == pytest.approx(6.545, abs=5e-4)
+
+
+def _final(family, budget, lr, tokens, val, test, seed=1234, params=100):
+    return Run(f"{family}-{budget}-{lr}-{tokens}-{seed}", family,
+               {"status": "completed", "budget/flops": budget, "tune/lr_scale": lr, "tune/tokens_per_step": tokens,
+                "val/loss_best": val, "test/loss": test, "params_non_embedding": params, "seed": seed})
+
+
+def test_a_final_run_at_a_setting_the_transfer_check_rejected_is_set_aside():
+    # LSTM tuned at lr x2, 256 tokens; the check moved it at 1e13 to lr x4, 512. Its 1e13 run at the tuned
+    # setting (the rejected one, the lowest loss here) must not stand for it; its 1e12 run at the tuned one
+    # does; at 1e14, beyond the highest tier 1e13, the family trains with the 1e13 setting (Chain.top).
+    tuned = {"lstm": {"lr_scale": 2.0, "tokens_per_step": 256}}
+    moved = {("lstm", 1e13): {"lr_scale": 4.0, "tokens_per_step": 512}}
+    runs = [_final("lstm", 1e12, 2.0, 256, 2.0, 2.1), _final("lstm", 1e13, 2.0, 256, 1.0, 1.0),
+            _final("lstm", 1e13, 4.0, 512, 1.5, 1.6), _final("lstm", 1e14, 4.0, 512, 1.2, 1.3),
+            _final("lstm", 1e14, 2.0, 256, 1.1, 1.1), _final("hmm", 1e13, 1.0, 35, 5.0, 5.0)]
+    kept = {(r.family, r.metrics["budget/flops"], r.metrics["tune/lr_scale"])
+            for r in ft.at_their_setting(runs, tuned, moved, highest=1e13)}
+    assert kept == {("lstm", 1e12, 2.0), ("lstm", 1e13, 4.0), ("lstm", 1e14, 4.0), ("hmm", 1e13, 1.0)}
+
+
+def test_the_whole_split_score_of_a_final_run_is_the_mean_of_its_two_halves():
+    # a reader that kept the score half alone would compare the second half (harder text, 1.9) with the
+    # old runs' whole split
+    whole = ft.on_whole_split(_final("lstm", 1e12, 1.0, 256, 1.7, 1.9))
+    assert whole.metrics["test/loss"] == pytest.approx(1.8)
+    assert whole.metrics["val/loss_best"] == 1.7  # selection unchanged
+
+
+def test_the_difference_and_its_welch_interval_by_hand():
+    before = [Run(f"b{i}", "gru", {"status": "completed", "budget/flops": 1e12, "params_non_embedding": 100,
+                                   "val/loss_best": v, "test/loss": v}) for i, v in enumerate([2.0, 2.2])]
+    after = [_final("gru", 1e12, 1.0, 256, v, v, seed=i) for i, v in enumerate([1.7, 1.8, 1.9])]
+    (change,) = ft.changes(before, after)
+    assert change.difference == pytest.approx(1.8 - 2.1)
+    # Welch: se^2 = 0.01/3 + 0.02/2; df = se^4 / ((0.01/3)^2/2 + (0.02/2)^2/1)
+    v1, v2 = 0.01 / 3, 0.02 / 2
+    se, df = math.sqrt(v1 + v2), (v1 + v2) ** 2 / (v1 ** 2 / 2 + v2 ** 2 / 1)
+    from scipy import stats
+    half = stats.t.ppf(0.975, df) * se
+    assert change.interval == (pytest.approx(-0.3 - half), pytest.approx(-0.3 + half))
+    assert change.call == "within the seeds' noise"  # half ≈ 1.4: two seeds of sd 0.14 show nothing
+
+
+def test_a_difference_with_one_seed_on_a_side_has_no_interval_and_says_so():
+    before = [Run("b", "gru", {"status": "completed", "budget/flops": 1e12, "params_non_embedding": 100,
+                               "val/loss_best": 2.0, "test/loss": 2.0})]
+    after = [_final("gru", 1e12, 1.0, 256, v, v, seed=i) for i, v in enumerate([1.7, 1.71, 1.72])]
+    (change,) = ft.changes(before, after)
+    assert change.interval is None and change.call == "no interval (1 seed)"
+
+
+def test_a_clear_gain_is_called_better():
+    before = [Run(f"b{i}", "gru", {"status": "completed", "budget/flops": 1e12, "params_non_embedding": 100,
+                                   "val/loss_best": v, "test/loss": v}) for i, v in enumerate([2.00, 2.01, 2.02])]
+    after = [_final("gru", 1e12, 1.0, 256, v, v, seed=i) for i, v in enumerate([1.70, 1.71, 1.72])]
+    (change,) = ft.changes(before, after)
+    assert change.call == "better" and change.interval[1] < 0

@@ -87,6 +87,41 @@ def test_before_equal_tuning_is_read_from_the_records_commands(frontier_ledger):
     assert "before equal tuning" not in headline.claim(Ledger(frontier_ledger)).verdict
 
 
+def _tuned_record(root: Path, corpus: str, cells: list[tuple]) -> None:
+    """A frontier-after-tuning record for `corpus` whose verdict.csv holds `cells`:
+    (budget, family, seeds, score mean, score sd or None)."""
+    path = root / headline.AFTER_TUNING[corpus]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    lines = ["budget,family,params_non_embedding,seeds,score_mean,score_sd,low,high,selection_mean,held_out,tier_verdict,tied"]
+    lines += [f"{b:.0e},{f},76000,{n},{m},{'' if sd is None else sd},,,{m},True,," for b, f, n, m, sd in cells]
+    path.write_text("\n".join(lines) + "\n")
+    (path.parent / RECORD).write_text(json.dumps({"records": [{"files": ["verdict.csv"], "command": "made by a test",
+                                                               "git_commit": "x", "hardware": "h", "date": "d", "wall_time": "1 s"}]}))
+
+
+def test_the_headline_reads_the_tuned_frontier_where_it_is_recorded(frontier_ledger):
+    # bug caught: the untuned report read although the tuned record is there, or its seed count misread.
+    # Three seeds on every cell, attention's interval (sd 0.01: ± 0.025) far below recurrence's, both tiers.
+    for corpus in headline.CORPORA:
+        _tuned_record(frontier_ledger, corpus, [(b, f, 3, m + shift, 0.01) for b in (1e12, 1e13)
+                                                for f, m in (("transformer", 1.5), ("lstm", 1.8)) for shift in [0.1 * (b > 1e12)]])
+    c = headline.claim(Ledger(frontier_ledger))
+    assert c.verdict == headline.HOLDS, c.verdict
+    assert all("frontier-after-tuning" in f for f in c.figures)
+    assert sum("intervals apart" in line for line in c.answer) == 4
+
+
+def test_a_tuned_frontier_with_one_seed_cells_is_partial_and_calls_no_gap_clear(frontier_ledger):
+    # attention ahead by 0.3 nats at one seed: no seed sd in the record, so no win is called on it
+    _tuned_record(frontier_ledger, "PTB", [(1e12, "gpt", 1, 5.0, None), (1e12, "lstm", 1, 5.3, None),
+                                           (1e13, "lstm", 1, 5.0, None)])
+    c = headline.claim(Ledger(frontier_ledger))
+    assert "partial: 0 of 3 cells with 3 seeds" in c.verdict and "before equal tuning" in c.verdict  # Shakespeare untuned
+    assert any("no seed sd to read the gap against" in line for line in c.answer)
+    assert any("| PTB | 1e13 | – |" in line and "no attention cell yet" in line for line in c.answer)
+    assert "PTB at 1e12" not in c.verdict  # the one-seed lead is not a win
+
+
 def test_the_readme_block_is_replaced_between_its_markers_only():
     text = f"intro\n\n{BEGIN}\nold table\n{END}\n\n## Next\n"
     assert replace_block(text, f"{BEGIN}\nnew\n{END}") == f"intro\n\n{BEGIN}\nnew\n{END}\n\n## Next\n"

@@ -214,6 +214,34 @@ def effect_rows(found: list[Change]) -> list[dict]:
     return rows
 
 
+def verdict_rows(cs: list) -> list[dict]:
+    """One row per (tier, family) the verdict reads: the chosen cell's score over seeds and the tier's call,
+    for the readers of the record (`seqbench.findings.headline`)."""
+    from seqbench.families import order
+    from seqbench.verdict import verdict
+
+    rows = []
+    for tier in sorted({c.budget for c in cs}):
+        v = verdict(cs, tier)
+        call = v.winner or ("tie" if len(v.tied) > 1 else "")
+        for family in order(v.entries):
+            c, i = v.entries[family], v.entries[family].interval
+            finite = math.isfinite(i.low)
+            rows.append({"budget": f"{tier:.0e}", "family": family, "params_non_embedding": c.params, "seeds": i.n,
+                         "score_mean": f"{i.mean:.4f}", "score_sd": "" if i.sd is None else f"{i.sd:.4f}",
+                         "low": f"{i.low:.4f}" if finite else "", "high": f"{i.high:.4f}" if finite else "",
+                         "selection_mean": f"{c.selected_by:.4f}", "held_out": c.held_out, "tier_verdict": call,
+                         "tied": " ".join(order(v.tied)) if not v.winner else ""})
+    return rows
+
+
+def _write_csv(path: Path, rows: list[dict]) -> None:
+    with open(path, "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+
+
 def final_dirs(chain) -> list[Path]:
     """Every final-cell sweep under the chain's root: the size selection, the seeds, the tier beyond."""
     from seqbench.final_cells import Experiment
@@ -294,13 +322,10 @@ def main(argv: list[str] | None = None) -> str:
 
         args.report.mkdir(parents=True, exist_ok=True)
         (args.report / "verdict.md").write_text(f"# The frontier after tuning: {args.experiment}\n\n{text}\n", encoding="utf-8")
-        files = ["verdict.md"]
+        _write_csv(args.report / "verdict.csv", verdict_rows(cells(runs)))
+        files = ["verdict.md", "verdict.csv"]
         if args.before:
-            rows = effect_rows(found)
-            with open(args.report / "effect.csv", "w", newline="") as f:
-                writer = csv.DictWriter(f, fieldnames=list(rows[0]))
-                writer.writeheader()
-                writer.writerows(rows)
+            _write_csv(args.report / "effect.csv", effect_rows(found))
             files.append("effect.csv")
         write_report(runs, args.report, title=f"The frontier after tuning: {args.experiment}")
         write_record(args.report, files + ["report.md", "runs.csv"], command_line("seqbench.frontier_tuned", argv or sys.argv[1:]), started)

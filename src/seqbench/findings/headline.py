@@ -6,12 +6,17 @@ loss against the best recurrent family's. Attention "surpasses" at a budget when
 where both entries have seeds enough for an interval (`seqbench.verdict.interval_of`), the
 intervals do not overlap; a one-seed entry has no interval, which the confidence says.
 
-Whether the families were tuned equally is read from the records' provenance, not asserted: the
-equal-budget search is `experiment=tune_frontier*` (issue 36), and a record whose command does
-not run it holds the families' untuned recipes, so the verdict is "before equal tuning".
+Whether the families were tuned equally is read from the records, not asserted. Where the frontier after
+tuning has a record (`seqbench.frontier_tuned`'s `verdict.csv`: every family tuned by the same search, each
+cell's score on held-out data over its seeds), the corpus is read from it; otherwise from the untuned
+frontier report, whose command does not run the equal-budget search `experiment=tune_frontier*` (issue
+36), so the verdict says "before equal tuning". A tuned record whose cells do not all have three seeds
+yet says so in the verdict ("partial").
 """
 
 from __future__ import annotations
+
+from pathlib import Path
 
 
 from seqbench.analysis.frontier_join import frontier_table, join
@@ -24,7 +29,10 @@ CORPORA = {"Tiny Shakespeare": "experiments/figures/frontier-shakespeare/report.
 # (issue 35's parallel recurrences); their envelope cells join the first report's rows by budget
 LATER = {"Tiny Shakespeare": ["experiments/figures/frontier-shakespeare-parallel/report.md"],
          "PTB": ["experiments/figures/frontier-ptb-parallel/report.md"]}
-FIGURES = [p.replace("report.md", "loss_vs_flops.png") for p in CORPORA.values()]
+# the frontier after tuning (`python -m seqbench.frontier_tuned ... --report <folder>`): read instead where recorded
+AFTER_TUNING = {"Tiny Shakespeare": "experiments/figures/frontier-after-tuning-shakespeare/verdict.csv",
+                "PTB": "experiments/figures/frontier-after-tuning-ptb/verdict.csv"}
+SEEDS = 3  # the seeds a verdict's cell needs (issue 36)
 TUNED = "experiment=tune_frontier"  # the equal-budget search's experiments (tune_frontier, tune_frontier_ptb)
 GPU_RUNS = {"medium": "experiments/records/2026-11-26-h100/zaremba_medium/metrics.json",
             "large": "experiments/records/2026-11-26-h100/zaremba_large/metrics.json"}
@@ -65,6 +73,20 @@ def joined_rows(ledger, corpus: str) -> list[dict]:
     return [{"budget": budget, "cells": cells} for budget, cells in sorted(join(tables).items())]
 
 
+def tuned_rows(ledger, corpus: str) -> list[dict] | None:
+    """The corpus's frontier after tuning, as `joined_rows` gives the untuned one: per budget each family's
+    chosen cell (its held-out score over seeds); None where the record is not there."""
+    path = AFTER_TUNING[corpus]
+    if not ledger.has(path):
+        return None
+    by_budget: dict[float, dict] = {}
+    for row in ledger.rows(path):
+        by_budget.setdefault(float(row["budget"]), {})[row["family"]] = {
+            "mean": float(row["score_mean"]), "sd": float(row["score_sd"]) if row["score_sd"] else None,
+            "n": int(row["seeds"]), "size": f"{int(row['params_non_embedding']) / 1e6:.2g}M", "source": path}
+    return [{"budget": budget, "cells": cells} for budget, cells in sorted(by_budget.items())]
+
+
 def _budget(b: float) -> str:
     return f"{b:.0e}".replace("e+", "e")
 
@@ -75,30 +97,52 @@ def best(cells: dict, kind: str) -> tuple[str, dict] | None:
 
 
 def claim(ledger) -> Claim:
-    answer = ["Validation loss (nats per token) of each kind's best family within the budget, from the frontier "
-              "tables (non-embedding parameters and seeds in brackets):", "",
+    answer = ["Loss (nats per token) of each kind's best family at each budget (non-embedding parameters and "
+              "seeds in brackets): after tuning, the held-out score of each family's chosen cell, mean over its "
+              "seeds (`figures/frontier-after-tuning-<corpus>/verdict.csv`); before, the validation loss of the "
+              "frontier table's lower envelope.", "",
               "| corpus | budget (FLOPs) | best attention | best recurrent | recurrent − attention | interval check |",
               "|---|---:|---|---|---:|---|"]
     wins, leads, tiers, untuned, spreads = [], [], 0, [], []
     number, closest = None, None
-    for corpus, path in CORPORA.items():
-        if TUNED not in ledger.record_of(path).command:
-            untuned.append(corpus)
-        spread = seed_spread(ledger.text(path))
+    read, full, cells_read, compared, single = [], 0, 0, 0, 0
+    for corpus, first in CORPORA.items():
+        rows = tuned_rows(ledger, corpus)
+        if rows is None:
+            path = first
+            if TUNED not in ledger.record_of(path).command:
+                untuned.append(corpus)
+            spread = seed_spread(ledger.text(path))
+            rows = joined_rows(ledger, corpus)
+        else:
+            path = AFTER_TUNING[corpus]
+            sds = [(c["sd"], f"{f} {c['size']} @ {_budget(r['budget'])}") for r in rows for f, c in r["cells"].items()
+                   if c["sd"] is not None]
+            spread = max(sds) if sds else None
+            cells_read += sum(len(r["cells"]) for r in rows)
+            full += sum(c["n"] >= SEEDS for r in rows for c in r["cells"].values())
+        read.append(path)
         if spread:
             spreads.append(f"{ledger.number(spread[0], path).md()} ({corpus}, {spread[1]})")
-        noise = spread[0] if spread else 0.0
-        for row in joined_rows(ledger, corpus):
+        noise = spread[0] if spread else None
+        for row in rows:
             a, r = best(row["cells"], "attention"), best(row["cells"], "recurrent")
-            if not (a and r):
+            if not (a and r):  # a tier the record has begun: say which kind it lacks so far
+                missing = "attention" if not a else "recurrent"
+                cell = (lambda f, c: f"{f} {ledger.number(c['mean'], c['source'], '{:.3f}').md()} ({c['size']}, n={c['n']})")  # noqa: E731
+                shown = [cell(*x) if x else "–" for x in (a, r)]
+                answer.append(f"| {corpus} | {_budget(row['budget'])} | {shown[0]} | {shown[1]} | – | no {missing} cell yet |")
                 continue
             tiers += 1
+            compared, single = compared + 2, single + (a[1]["n"] == 1) + (r[1]["n"] == 1)
             gap = r[1]["mean"] - a[1]["mean"]
             ia, ir = (interval_of(c["mean"], c["sd"], c["n"]) for c in (a[1], r[1]))
             separated = ia.high < ir.low if gap > 0 else ir.high < ia.low
             if ia.sd is not None and ir.sd is not None:
                 check, clear = ("intervals apart", True) if separated else ("intervals overlap", False)
-            else:  # one seed: the gap against the largest seed sd the corpus's report shows
+            elif noise is None:  # one seed, and no cell of the record has two: nothing to read the gap against
+                clear, check = False, "one seed; no seed sd to read the gap against"
+            else:  # one seed: the gap against the largest seed sd the corpus's record shows
                 clear = abs(gap) > noise
                 check = f"one seed; the gap is {'beyond' if clear else 'within'} the seed sd"
             link = lambda v, fmt="{:.3f}", path=path: ledger.number(v, path, fmt).md()  # noqa: E731
@@ -109,13 +153,18 @@ def claim(ledger) -> Claim:
                 number = number or ledger.number(gap, path, "{:+.3f}")
             else:
                 closest = max(closest or (gap, path), (gap, path))
-    before = " (before equal tuning)" if untuned else ""
+    tuned = [c for c in CORPORA if c not in untuned and AFTER_TUNING[c] in read]
+    partial = f"after equal tuning, partial: {full} of {cells_read} cells with {SEEDS} seeds" if full < cells_read else ""
+    before = f" ({'; '.join(x for x in ('before equal tuning' if untuned else '', partial) if x)})" if untuned or partial else ""
     detail = (f"The {' and '.join(untuned)} records ran each family's own recipe, not the equal-budget search "
               f"`{TUNED}`. " if untuned else "")
+    if tuned:
+        detail += (f"{' and '.join(tuned)}: every family tuned by the same search and scored on held-out data"
+                   + (f"; until every cell has {SEEDS} seeds, the one-seed rows are no ranking. " if partial else ". "))
     if not wins:
         verdict = DOES_NOT_HOLD + before
         detail += (f"Attention leads only on {', '.join(leads)}, by less than the seed sd." if leads else
-                   "A recurrent family is lower than every attention family at every budget of both corpora.")
+                   "A recurrent family is lower than every attention family at every budget of both corpora where both kinds have a cell.")
     elif len(wins) == tiers:
         verdict = HOLDS + before
     else:
@@ -123,16 +172,23 @@ def claim(ledger) -> Claim:
     return Claim(
         key="headline", claim="Transformers surpass recurrent networks on language tasks.",
         verdict=verdict, detail=detail, answer=answer,
-        conditions=["Each family at three sizes with its own recipe, trained to each FLOPs budget on the 2-core CPU; "
-                    "losses on the validation split (Tiny Shakespeare's validation is also its test split)."]
-                   + conditions_of(ledger, *CORPORA.values()),
-        figures=FIGURES,
-        confidence=f"Most entries are one seed (n=1), which has no interval. Where the reports ran two seeds, "
-                   f"the largest seed sd of a validation loss is {' and '.join(spreads) or 'not measured'} "
-                   f"(from the perplexity's sd): a gap smaller than that between one-seed entries is not a ranking.",
-        would_change="The equal-budget search for every family (`experiment=tune_frontier`, `tune_frontier_ptb`: "
-                     "issue 36) with ≥ 3 seeds per cell and a held-out score; the 1e14 tier; the GPU tier, "
-                     "toward the compute where Kaplan et al. (2020) place the crossover.",
+        conditions=([f"{' and '.join(tuned)}: each family at three sizes, tuned by one search (learning rate and tokens "
+                     "per step, the same trials for every family) and trained at each tier with its setting there, on "
+                     "the 2-core CPU; sizes chosen on validation (Tiny Shakespeare: the validation tenth's first half), "
+                     "the score on data selection never saw (PTB's test split; the tenth's second half)."] if tuned else [])
+                   + ([f"{' and '.join(untuned)}: each family at three sizes with its own recipe, trained to each FLOPs "
+                       "budget on the 2-core CPU; losses on the validation split (Tiny Shakespeare's validation is also "
+                       "its test split)."] if untuned else [])
+                   + conditions_of(ledger, *read),
+        figures=[str(Path(p).parent / "loss_vs_flops.png") for p in read],
+        confidence=f"{single} of the {compared} entries compared are one seed (n=1), which has no interval. Where the "
+                   f"records have two seeds or more, the largest seed sd of a loss is {' and '.join(spreads) or 'not measured'}"
+                   f"{' (in an untuned report, from the perplexity' + chr(39) + 's sd)' if untuned else ''}: a gap smaller "
+                   "than that between one-seed entries is not a ranking.",
+        would_change=("The equal-budget search for every family (`experiment=tune_frontier`, `tune_frontier_ptb`: "
+                      "issue 36) with ≥ 3 seeds per cell and a held-out score; " if untuned else
+                      f"The remaining seeds ({SEEDS} per cell); " if partial else "")
+                     + "the 1e14 tier; the GPU tier, toward the compute where Kaplan et al. (2020) place the crossover.",
         number=number or (ledger.number(closest[0], closest[1], "{:+.3f}") if closest else None),
         number_label=("attention's lead where it leads (nats, recurrent − attention)" if number else
                       "attention's smallest deficit (nats, recurrent − attention; negative: recurrence lower)"),
@@ -142,8 +198,10 @@ def claim(ledger) -> Claim:
                       + " and ".join(f"{ledger.number(ledger.json(p)['test/ppl'], p, '{:.2f}').md()} ({size})"
                                      for size, p in GPU_RUNS.items())
                       + ", stopped by the device budget before their recipes' end), no attention model.",
-                      "The tuned frontier (issue 36): `python src/train.py -m experiment=tune_frontier` (and "
-                      "`tune_frontier_ptb`), then the report.",
+                      *(["The tuned frontier (issue 36): `bash scripts/campaign_background.sh tune_frontier` (and "
+                         "`tune_frontier_ptb`), then `python -m seqbench.frontier_tuned` on its final cells."] if untuned
+                        else [f"The final cells' remaining seeds: {cells_read - full} of {cells_read} cells have fewer than "
+                              f"{SEEDS} (the chains of experiments/tuning-protocol.md)."] if partial else []),
                       "The matched-size comparisons (`ptb-families.md`, `shakespeare-families.md`): their runs' "
                       "metrics were not committed; `python src/train.py -m experiment=ptb_families` (and "
                       "`shakespeare_families`) then `python -m seqbench.report <sweep> --out "

@@ -111,6 +111,14 @@ def test_the_headline_reads_the_tuned_frontier_where_it_is_recorded(frontier_led
     assert sum("intervals apart" in line for line in c.answer) == 4
 
 
+def test_a_tuned_record_without_a_cell_is_not_read_as_a_finished_tuned_answer(frontier_ledger):
+    # bug caught: a header-only verdict.csv taken as a tuned corpus with no tiers, neither partial nor untuned
+    for corpus in headline.CORPORA:
+        _tuned_record(frontier_ledger, corpus, [])
+    c = headline.claim(Ledger(frontier_ledger))
+    assert "before equal tuning" in c.verdict and not any("frontier-after-tuning" in f for f in c.figures)
+
+
 def test_a_tuned_frontier_with_one_seed_cells_is_partial_and_calls_no_gap_clear(frontier_ledger):
     # attention ahead by 0.3 nats at one seed: no seed sd in the record, so no win is called on it
     _tuned_record(frontier_ledger, "PTB", [(1e12, "gpt", 1, 5.0, None), (1e12, "lstm", 1, 5.3, None),

@@ -44,8 +44,11 @@ from pathlib import Path
 from omegaconf import OmegaConf
 
 # The untuned frontier's sweeps, by the name their jobs carry in the records' `run` column: the tiers each
-# swept, in the order of its command's `budget.flops` (the experiment's list, or the one tier given), and its
-# seed. From the commands in experiments/figures/frontier-*/record.json.
+# swept, in the order of its `budget.flops` (the experiment's list, or the tiers given), and its seed. The
+# first four from the commands in experiments/figures/frontier-{shakespeare,ptb}/record.json; the parallel
+# recurrences' records name only their sweep folders, whose names say the tiers, and their own reports
+# (written when runs recorded their budget) hold a verdict table the rebuilt tiers reproduce
+# (tests/test_frontier_tuned.py). A one-tier sweep has nothing to check but its name.
 LAYOUT: dict[str, tuple[tuple[float, ...], int]] = {
     "frontier_shakespeare_s1234": ((1e11, 1e12, 1e13), 1234),   # experiment=frontier
     "frontier_shakespeare_s2": ((1e11,), 2),                    # budget.flops=1e11 seed=2
@@ -80,6 +83,10 @@ def _job(run: str) -> tuple[str, int]:
     return sweep, int(job)
 
 
+def _log(ppl: str) -> float | None:
+    return math.log(float(ppl)) if ppl else None  # a failed run's record leaves its perplexities empty
+
+
 def before_runs(path: Path) -> list[Run]:
     """The runs of an untuned frontier record (`runs.csv` of `seqbench.report`) with their budget tier and
     seed from `LAYOUT`, checked against the record (see the module's docstring)."""
@@ -101,15 +108,14 @@ def before_runs(path: Path) -> list[Run]:
             if len({(r["family"], r["params_non_embedding"]) for r in block}) != 1:
                 raise LayoutError(f"{path}: jobs {start}-{start + len(tiers) - 1} of {sweep} are not one family at one "
                                   "size: the tier is not the sweep's fastest axis")
-            walls = [float(r["wall_time_s"]) for r in block]
-            if any(b <= a for a, b in zip(walls, walls[1:])):
+            walls = [float(r["wall_time_s"]) for r in block if r["status"] == "completed" and r["wall_time_s"]]
+            if any(b <= a for a, b in zip(walls, walls[1:])):  # a failed job's short time proves nothing
                 raise LayoutError(f"{path}: the wall times of {sweep} jobs {start}-{start + len(tiers) - 1} ({walls}) "
                                   f"do not grow with the tiers {tiers}")
             for tier, row in zip(tiers, block):
                 metrics = {"status": row["status"], "budget/flops": tier, "seed": seed,
                            "params_non_embedding": int(row["params_non_embedding"]),
-                           "val/loss_best": math.log(float(row["best_val_ppl"])),
-                           "test/loss": math.log(float(row["test_ppl"]))}
+                           "val/loss_best": _log(row["best_val_ppl"]), "test/loss": _log(row["test_ppl"])}
                 out.append(Run(row["run"], row["family"], metrics))
     return out
 
@@ -125,7 +131,8 @@ def on_whole_split(run) -> Run:
     """A final run scored as the untuned runs were: on the whole validation split, the mean of its tested
     checkpoint's two equal halves (selection half: `val/loss_best`; score half: `test/loss`)."""
     m = run.metrics
-    whole = (m["val/loss_best"] + m["test/loss"]) / 2 if m.get("test/loss") is not None else None
+    halves = (m.get("val/loss_best"), m.get("test/loss"))
+    whole = sum(halves) / 2 if all(isinstance(h, (int, float)) for h in halves) else None
     return Run(run.name, run.family, {**m, "test/loss": whole})
 
 
@@ -223,7 +230,7 @@ def verdict_rows(cs: list) -> list[dict]:
     rows = []
     for tier in sorted({c.budget for c in cs}):
         v = verdict(cs, tier)
-        call = v.winner or ("tie" if len(v.tied) > 1 else "")
+        call = v.winner or ("tie" if len(v.tied) > 1 else "one family")
         for family in order(v.entries):
             c, i = v.entries[family], v.entries[family].interval
             finite = math.isfinite(i.low)
@@ -252,21 +259,23 @@ def final_dirs(chain) -> list[Path]:
 
 
 def at_their_setting(runs, tuned: dict[str, dict], moved: dict[tuple[str, float], dict], highest: float) -> list:
-    """The runs trained at the setting their tier trains with (`seqbench.transfer.setting_at`: the tuned one,
-    or the transfer check's where it moved it); a tier beyond the frontier's `highest` trains with the
-    highest tier's (`Chain.top`). A family without a tuned setting keeps every run."""
+    """The completed runs trained at the setting their tier trains with (`seqbench.transfer.setting_at`: the
+    tuned one, or the transfer check's where it moved it); a tier beyond the frontier's `highest` trains with
+    the highest tier's (`Chain.top`). A family without a tuned setting keeps every completed run. Failed runs
+    are left out here (the verdict reads none) and counted by `after_runs`."""
     from seqbench.final_cells import ran_with
     from seqbench.transfer import setting_at
 
     def setting(run) -> dict:
         return setting_at(tuned, moved, run.family, min(float(run.metrics["budget/flops"]), highest))
 
-    return [r for r in runs if r.failed or r.metrics.get("budget/flops") is None or r.family not in tuned
-            or ran_with(r, setting(r))]
+    return [r for r in runs if not r.failed and r.metrics.get("budget/flops") is not None
+            and (r.family not in tuned or ran_with(r, setting(r)))]
 
 
-def after_runs(chain) -> tuple[list, int]:
-    """The final cells' runs at the setting their tier trains with; and how many were set aside (at another)."""
+def after_runs(chain) -> tuple[list, int, int]:
+    """The final cells' completed runs at the setting their tier trains with; how many completed runs were set
+    aside (at another setting); how many runs failed."""
     from seqbench.report import read_local
 
     dirs = final_dirs(chain)
@@ -277,7 +286,8 @@ def after_runs(chain) -> tuple[list, int]:
     tuned, moved = chain.settings()
     runs = read_local(dirs)
     kept = at_their_setting(runs, tuned, moved, max(Experiment(chain.experiment).tiers()))
-    return kept, len(runs) - len(kept)
+    failed = sum(r.failed for r in runs)
+    return kept, len(runs) - failed - len(kept), failed
 
 
 def seed_count(runs) -> str:
@@ -302,11 +312,15 @@ def main(argv: list[str] | None = None) -> str:
     args = parser.parse_args(argv)
     started = time.time()
     chain = Chain(args.experiment, args.root)
-    runs, set_aside = after_runs(chain)
+    runs, set_aside, failed = after_runs(chain)
+    if not cells(runs):
+        raise SystemExit(f"no completed final-cell run with a budget under {args.root} for {args.experiment}: nothing "
+                         "to write (the record is left as it was)")
     halves = heldout_halves(args.experiment)
     verdict_text, _ = table(cells(runs))
     read = (f"Read at {utc_now()} from {', '.join(d.name for d in final_dirs(chain))} under {args.root}: "
-            f"{len(runs)} runs at their tier's setting ({set_aside} at a setting the transfer check rejected set aside); "
+            f"{len(runs)} completed runs at their tier's setting ({set_aside} at a setting the transfer check rejected set "
+            f"aside; {failed} failed); "
             f"{seed_count(runs)}.")
     text = f"## Verdict after tuning\n\n{verdict_text}\n\n{read}"
     if args.before:

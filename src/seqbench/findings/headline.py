@@ -75,16 +75,19 @@ def joined_rows(ledger, corpus: str) -> list[dict]:
 
 def tuned_rows(ledger, corpus: str) -> list[dict] | None:
     """The corpus's frontier after tuning, as `joined_rows` gives the untuned one: per budget each family's
-    chosen cell (its held-out score over seeds); None where the record is not there."""
+    chosen cell (its held-out score over seeds); None where the record is not there or holds no cell."""
     path = AFTER_TUNING[corpus]
     if not ledger.has(path):
         return None
     by_budget: dict[float, dict] = {}
     for row in ledger.rows(path):
+        size = f"{int(row['params_non_embedding']) / 1e6:.2g}M"
         by_budget.setdefault(float(row["budget"]), {})[row["family"]] = {
             "mean": float(row["score_mean"]), "sd": float(row["score_sd"]) if row["score_sd"] else None,
-            "n": int(row["seeds"]), "size": f"{int(row['params_non_embedding']) / 1e6:.2g}M", "source": path}
-    return [{"budget": budget, "cells": cells} for budget, cells in sorted(by_budget.items())]
+            "n": int(row["seeds"]), "source": path,
+            # a cell whose runs had no test scores its selection loss again: said beside its number
+            "size": size if row["held_out"] == "True" else f"{size}, no held-out score"}
+    return [{"budget": budget, "cells": cells} for budget, cells in sorted(by_budget.items())] or None
 
 
 def _budget(b: float) -> str:

@@ -206,6 +206,45 @@ def effect_markdown(found: list[Change], data: str) -> str:
     return "\n".join(lines)
 
 
+def plot_effect(found: list[Change], data: str, path: Path) -> Path:
+    """One panel per family, its loss against the budget before tuning (dashed, open markers) and after
+    (solid, filled), mean over seeds with ± sd bars where a side has two seeds or more: the effect table
+    as one picture, the panels on one loss scale."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from seqbench.families import colour, order
+
+    families = order({ch.family for ch in found})
+    cols = min(4, len(families))
+    rows = -(-len(families) // cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(2.6 * cols, 2.4 * rows + 0.6), dpi=100, sharex=True, sharey=True,
+                             squeeze=False)
+    for i, (ax, family) in enumerate(zip(axes.flat, families)):
+        color = colour(family, f"C{i}")
+        for side, style, fill in (("before", "--", "none"), ("after", "-", color)):
+            points = [(ch.tier, getattr(ch, side).interval) for ch in found
+                      if ch.family == family and getattr(ch, side) is not None]
+            if points:
+                xs, iv = zip(*points)
+                ax.errorbar(xs, [i.mean for i in iv], yerr=[i.sd or 0 for i in iv], color=color, linestyle=style,
+                            marker="o", markerfacecolor=fill, capsize=2, linewidth=1.2, label=side)
+        ax.set_title(family, fontsize=10)
+        ax.set_xscale("log")
+        ax.grid(True, which="both", alpha=0.3)
+    for ax in axes.flat[len(families):]:
+        ax.axis("off")
+    axes.flat[0].legend(fontsize=8)
+    fig.supxlabel("training FLOPs (budget tier)", fontsize=10)
+    fig.supylabel(f"loss (nats per token), {data.split(' (')[0]}", fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+    return path
+
+
 def effect_rows(found: list[Change]) -> list[dict]:
     rows = []
     for ch in found:
@@ -340,7 +379,8 @@ def main(argv: list[str] | None = None) -> str:
         files = ["verdict.md", "verdict.csv"]
         if args.before:
             _write_csv(args.report / "effect.csv", effect_rows(found))
-            files.append("effect.csv")
+            plot_effect(found, data, args.report / "effect.png")
+            files += ["effect.csv", "effect.png"]
         write_report(runs, args.report, title=f"The frontier after tuning: {args.experiment}")
         write_record(args.report, files + ["report.md", "runs.csv"], command_line("seqbench.frontier_tuned", argv or sys.argv[1:]), started)
     return text

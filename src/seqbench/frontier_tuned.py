@@ -236,10 +236,14 @@ def plot_effect(found: list[Change], data: str, path: Path) -> Path:
         ax.grid(True, which="both", alpha=0.3)
     for ax in axes.flat[len(families):]:
         ax.axis("off")
-    axes.flat[0].legend(fontsize=8)
+    from matplotlib.lines import Line2D
+
+    keys = [Line2D([], [], color="grey", linestyle="--", marker="o", markerfacecolor="none", label="before tuning"),
+            Line2D([], [], color="grey", linestyle="-", marker="o", label="after tuning")]
+    fig.legend(handles=keys, loc="upper right", fontsize=8, ncol=2)  # every panel's key, whichever sides it has
     fig.supxlabel("training FLOPs (budget tier)", fontsize=10)
     fig.supylabel(f"loss (nats per token), {data.split(' (')[0]}", fontsize=9)
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, 0, 1, 0.95))
     fig.savefig(path)
     plt.close(fig)
     return path

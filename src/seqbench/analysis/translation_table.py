@@ -1,0 +1,167 @@
+"""Translation under one label-smoothing rule: the families' table over seeds, and what smoothing did.
+
+    python src/train.py -m experiment=multi30k_label_smoothing                    # 0.1 for every family, 2 seeds
+    python src/train.py -m experiment=multi30k_label_smoothing \\
+        preset=multi30k/bahdanau,multi30k/transformer model.label_smoothing=0.0 seed=1   # the pair without
+    python -m seqbench.analysis.translation_table <sweep dirs> --report experiments/figures/multi30k-label-smoothing
+
+Issue 36 asks translation to give every family label smoothing or none, with one pair shown both ways:
+before it, only the Transformer and T5 had it (and twice the epochs), so a gap between them and the
+recurrent models mixed the architecture with the loss. Reads every job (`seqbench.report.read_local`:
+metrics.json and the preset) and, from each job's saved config, the label smoothing it trained with
+(`model.label_smoothing`), the epochs it was given and whether its vocabulary is the joint one (T5's: its
+perplexity counts other tokens and is not comparable, marked †). Writes:
+
+- one row per (family, label smoothing): test BLEU (sacreBLEU, detokenised) and tokenised BLEU as mean ±
+  sd over seeds, with each seed's score; the test perplexity (the plain NLL: smoothing changes only the
+  training loss); epochs trained of those given; training minutes;
+- one row per family run both ways: BLEU with smoothing minus without, paired by seed (one seed gives both
+  runs the same initialisation and data order), as the mean difference, its sd and the seeds it won.
+
+A failed job is listed, never averaged.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import statistics
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from seqbench.analysis.finetune_report import seed_of
+from seqbench.report import Run, read_local
+from seqbench.saved_yaml import load_dict
+
+
+@dataclass
+class Job:
+    family: str
+    smoothing: float
+    seed: int | None
+    run: Run
+    joint_vocab: bool
+    epochs_given: int | None
+    epochs_trained: int | None
+
+
+def _epochs_trained(job_dir: Path) -> int | None:
+    """1 + the last epoch that ended in the run's CSV history (its `train/loss_epoch` rows; Lightning numbers
+    epochs from 0, and logs the test with the epoch count after the last, which no epoch trained)."""
+    path = job_dir / "csv" / "metrics.csv"
+    if not path.is_file():
+        return None
+    with open(path, newline="") as f:
+        epochs = [int(float(row["epoch"])) for row in csv.DictReader(f) if row.get("epoch") and row.get("train/loss_epoch")]
+    return max(epochs) + 1 if epochs else None
+
+
+def job_of(run: Run) -> Job:
+    config = load_dict(run.path / ".hydra" / "config.yaml") if run.path else {}
+    model, data, trainer = (config.get(k) or {} for k in ("model", "data", "trainer"))
+    return Job(run.family, float(model.get("label_smoothing") or 0.0), seed_of(run) or config.get("seed"), run,
+               bool(data.get("joint_vocab")), trainer.get("max_epochs"), _epochs_trained(run.path) if run.path else None)
+
+
+def _mean_sd(values: list[float]) -> str:
+    if not values:
+        return "–"
+    sd = f" ± {statistics.stdev(values):.2f}" if len(values) > 1 else ""
+    return f"{statistics.fmean(values):.2f}{sd}"
+
+
+def family_rows(jobs: list[Job]) -> list[dict]:
+    from seqbench.families import order
+
+    rows = []
+    groups: dict[tuple[str, float], list[Job]] = {}
+    for j in jobs:
+        groups.setdefault((j.family, j.smoothing), []).append(j)
+    rank = {f: i for i, f in enumerate(order({f for f, _ in groups}))}
+    for (family, smoothing), js in sorted(groups.items(), key=lambda kv: (rank[kv[0][0]], kv[0][1])):
+        done = sorted((j for j in js if not j.run.failed), key=lambda j: j.seed or 0)
+        bleu = [j.run.metrics["test/bleu"] for j in done if j.run.metrics.get("test/bleu") is not None]
+        tok = [j.run.metrics["test/bleu_tok"] for j in done if j.run.metrics.get("test/bleu_tok") is not None]
+        ppl = [j.run.metrics["test/ppl"] for j in done if j.run.metrics.get("test/ppl") is not None]
+        minutes = [j.run.metrics["curve/train_time_s"] / 60 for j in done if j.run.metrics.get("curve/train_time_s")]
+        epochs = sorted({f"{j.epochs_trained}/{j.epochs_given}" for j in done})
+        rows.append({
+            "family": family, "label smoothing": f"{smoothing:g}",
+            "seeds": f"{len(done)}" + (f" ({len(js) - len(done)} failed)" if len(js) > len(done) else ""),
+            "test BLEU": _mean_sd(bleu), "per seed": ", ".join(f"{b:.2f}" for b in bleu) or "–",
+            "tokenised BLEU": _mean_sd(tok),
+            "test ppl": (f"{statistics.fmean(ppl):.2f}" + ("†" if any(j.joint_vocab for j in done) else "")) if ppl else "–",
+            "epochs trained/given": ", ".join(epochs) or "–",
+            "training min": f"{statistics.fmean(minutes):.0f}" if minutes else "–"})
+    return rows
+
+
+def smoothing_rows(jobs: list[Job]) -> list[dict]:
+    """Per family run with and without smoothing: BLEU with minus without, paired by seed."""
+    from seqbench.families import order
+
+    by: dict[str, dict[float, dict[int, float]]] = {}
+    for j in jobs:
+        if not j.run.failed and j.run.metrics.get("test/bleu") is not None:
+            by.setdefault(j.family, {}).setdefault(j.smoothing, {})[j.seed] = j.run.metrics["test/bleu"]
+    rows = []
+    for family in order(by):
+        without, rest = by[family].get(0.0, {}), {s: v for s, v in by[family].items() if s > 0}
+        for smoothing, with_ in sorted(rest.items()):
+            seeds = sorted(set(without) & set(with_))
+            if not seeds:
+                continue
+            diffs = [with_[s] - without[s] for s in seeds]
+            rows.append({"family": family, "label smoothing": f"{smoothing:g}", "seeds paired": len(seeds),
+                         "BLEU without": _mean_sd([without[s] for s in seeds]),
+                         "BLEU with": _mean_sd([with_[s] for s in seeds]),
+                         "with − without": f"{statistics.fmean(diffs):+.2f}"
+                                           + (f" ± {statistics.stdev(diffs):.2f}" if len(diffs) > 1 else ""),
+                         "seeds won by smoothing": f"{sum(d > 0 for d in diffs)} of {len(diffs)}"})
+    return rows
+
+
+def markdown(rows: list[dict]) -> str:
+    if not rows:
+        return "(none)"
+    head = list(rows[0])
+    return "\n".join(["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+                     + ["| " + " | ".join(str(r[k]) for k in head) + " |" for r in rows])
+
+
+def main(argv: list[str] | None = None) -> str:
+    from seqbench.ledger import write_record
+    from seqbench.provenance import command_line
+
+    parser = argparse.ArgumentParser(prog="python -m seqbench.analysis.translation_table",
+                                     description=__doc__.split("\n\n")[0])
+    parser.add_argument("dirs", nargs="+", type=Path, help="the translation sweeps' directories")
+    parser.add_argument("--report", type=Path, help="write translation.md and translation.csv here")
+    args = parser.parse_args(argv)
+    started = time.time()
+    jobs = [job_of(r) for r in read_local(args.dirs) if r.path is not None or r.failed]
+    families = family_rows(jobs)
+    text = ("## Every family, one label-smoothing rule\n\n" + markdown(families) + "\n\n"
+            "Test BLEU: sacreBLEU on detokenised output, beam 5, the best checkpoint by validation loss; mean ± sd "
+            "over seeds. Test ppl: per English BPE token of the run's vocabulary, the plain NLL; † a joint "
+            "vocabulary (T5's), not comparable with the others. Training minutes: the training steps' wall clock.\n\n"
+            "## Label smoothing both ways\n\n" + markdown(smoothing_rows(jobs)) + "\n\n"
+            "Paired by seed: the same seed gives both runs the same initialisation and data order.")
+    print(text)
+    if args.report:
+        args.report.mkdir(parents=True, exist_ok=True)
+        (args.report / "translation.md").write_text(f"# Translation under one label-smoothing rule\n\n{text}\n",
+                                                    encoding="utf-8")
+        with open(args.report / "translation.csv", "w", newline="") as f:
+            writer = csv.DictWriter(f, fieldnames=list(families[0]))
+            writer.writeheader()
+            writer.writerows(families)
+        write_record(args.report, ["translation.md", "translation.csv"],
+                     command_line("seqbench.analysis.translation_table", argv or sys.argv[1:]), started)
+    return text
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -1,0 +1,51 @@
+"""The translation table under one label-smoothing rule (seqbench.analysis.translation_table), on
+hand-made jobs with every expectation computed by hand."""
+
+from __future__ import annotations
+
+from seqbench.analysis import translation_table as tt
+from seqbench.report import Run
+
+
+def _job(family, smoothing, seed, bleu, failed=False, joint=False, ppl=20.0):
+    metrics = {"status": "failed"} if failed else {"status": "completed", "test/bleu": bleu, "test/bleu_tok": bleu + 0.2,
+                                                   "test/ppl": ppl, "curve/train_time_s": 600.0}
+    return tt.Job(family, smoothing, seed, Run(f"{family}-{smoothing}-{seed}", family, metrics), joint, 10, 10)
+
+
+def test_smoothing_is_compared_on_the_seeds_both_sides_ran():
+    # with smoothing at seeds 1 and 2, without at seed 1 only: the difference is seed 1's (+1.00), not the
+    # mean of both seeds against seed 1 (+3.00)
+    jobs = [_job("bahdanau", 0.1, 1, 30.0), _job("bahdanau", 0.1, 2, 34.0), _job("bahdanau", 0.0, 1, 29.0)]
+    (row,) = tt.smoothing_rows(jobs)
+    assert row["with − without"] == "+1.00" and row["seeds paired"] == 1 and row["BLEU with"] == "30.00"
+    assert row["seeds won by smoothing"] == "1 of 1"
+
+
+def test_paired_differences_give_their_own_spread():
+    jobs = [_job("transformer", 0.1, s, b) for s, b in ((1, 35.0), (2, 36.0))]
+    jobs += [_job("transformer", 0.0, s, b) for s, b in ((1, 34.0), (2, 36.5))]
+    (row,) = tt.smoothing_rows(jobs)
+    # differences +1.0 and -0.5: mean +0.25, sd 1.06
+    assert row["with − without"] == "+0.25 ± 1.06" and row["seeds won by smoothing"] == "1 of 2"
+
+
+def test_a_failed_job_is_counted_apart_and_never_averaged():
+    jobs = [_job("luong", 0.1, 1, 20.0), _job("luong", 0.1, 2, 0.0, failed=True), _job("luong", 0.1, 3, 22.0)]
+    (row,) = tt.family_rows(jobs)
+    assert row["seeds"] == "2 (1 failed)" and row["test BLEU"] == "21.00 ± 1.41" and row["per seed"] == "20.00, 22.00"
+
+
+def test_a_joint_vocabulary_perplexity_is_marked_not_comparable():
+    rows = {r["family"]: r for r in tt.family_rows([_job("t5", 0.1, 1, 30.0, joint=True, ppl=9.0),
+                                                    _job("transformer", 0.1, 1, 35.0, ppl=7.0)])}
+    assert rows["t5"]["test ppl"] == "9.00†" and rows["transformer"]["test ppl"] == "7.00"
+
+
+def test_epochs_trained_count_the_epochs_that_ended_not_the_test_rows_epoch(tmp_path):
+    # Lightning logs the test with epoch = the number of epochs trained: a reader of every row's epoch
+    # would say 3 where 2 ran
+    (tmp_path / "csv").mkdir()
+    (tmp_path / "csv" / "metrics.csv").write_text(
+        "epoch,step,train/loss,train/loss_epoch,test/bleu\n0,10,5.0,,\n0,20,,4.5,\n1,30,,4.0,\n2,30,,,31.0\n")
+    assert tt._epochs_trained(tmp_path) == 2

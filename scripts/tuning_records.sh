@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Regenerate every committed record the tuning chains feed, then the pages and the findings that read them:
+#   bash scripts/tuning_records.sh            # from the chains' sweeps under outputs/sweeps (SWEEP_ROOT=<dir>)
+# Then run tests/test_pages.py, test_findings.py and test_ledger.py, and commit the records with the archive
+# (git add experiments): a record committed without the pages and findings regenerated fails the suite.
+# One place for the records' commands, so that none is forgotten after the chains have moved on.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=${SWEEP_ROOT:-outputs/sweeps}
+[ -d "$root" ] || { echo "no sweeps under $root: run or restore the chains first (scripts/campaign_background.sh)" >&2; exit 2; }
+source scripts/data_env.sh
+python=${PYTHON:-.venv/bin/python}
+export PYTHONPATH=src OMP_NUM_THREADS=1  # one thread: beside the chains' runs, torch's default threads are 10x slower
+figures=experiments/figures
+run() { echo "+ $*" >&2; "$python" -m "$@" > /dev/null; }
+
+for corpus in shakespeare ptb; do
+  if [ "$corpus" = ptb ]; then
+    experiment=tune_frontier_ptb; untuned=frontier-ptb; cost=(--steps search,untuned,edges,transfer,sizes,seeds)
+  else
+    experiment=tune_frontier; untuned=frontier-shakespeare; cost=(--top-families rnn,lstm,gru,transformer,gpt)
+  fi
+  run seqbench.transfer "$experiment" --root "$root" --report "$figures/transfer-$corpus"
+  run seqbench.campaign "$experiment" --dry-run --root "$root" --jobs 1 "${cost[@]}" \
+    --cost-report "$figures/campaign-cost-$corpus"
+  run seqbench.frontier_tuned "$experiment" --root "$root" \
+    --before "$figures/$untuned/runs.csv" "$figures/$untuned-parallel/runs.csv" \
+    --report "$figures/frontier-after-tuning-$corpus"
+done
+run seqbench.pages experiments/*.md
+run seqbench.findings
+echo "records, pages and findings regenerated from $root" >&2

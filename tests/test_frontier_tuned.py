@@ -169,3 +169,16 @@ def test_a_clear_gain_is_called_better():
     after = [_final("gru", 1e12, 1.0, 256, v, v, seed=i) for i, v in enumerate([1.70, 1.71, 1.72])]
     (change,) = ft.changes(before, after)
     assert change.call == "better" and change.interval[1] < 0
+
+
+def test_what_the_final_cells_lack_is_said_per_tier():
+    # a family with no run at a tier, and one with two of its three sizes: its cell is chosen among two
+    def run(family, budget, size):
+        return Run(f"{family}-{budget}-{size}", family, {"status": "completed", "budget/flops": budget,
+                                                         "overrides": f"size={size}"})
+
+    runs = [run("lstm", 1e12, s) for s in "sml"] + [run("gpt", 1e12, s) for s in "sml"]
+    runs += [run("lstm", 1e13, "s"), run("lstm", 1e13, "m")]
+    text = ft.missing(runs, ["lstm", "gpt"], ["s", "m", "l"], [1e12, 1e13])
+    assert text == "Not run yet: at 1e13: no run yet for gpt; lstm 2 of 3 sizes."
+    assert ft.missing(runs[:6], ["lstm", "gpt"], ["s", "m", "l"], [1e12]).startswith("Every family")

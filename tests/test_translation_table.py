@@ -3,6 +3,8 @@ hand-made jobs with every expectation computed by hand."""
 
 from __future__ import annotations
 
+import pytest
+
 from seqbench.analysis import translation_table as tt
 from seqbench.report import Run
 
@@ -33,7 +35,7 @@ def test_paired_differences_give_their_own_spread():
 def test_a_failed_job_is_counted_apart_and_never_averaged():
     jobs = [_job("luong", 0.1, 1, 20.0), _job("luong", 0.1, 2, 0.0, failed=True), _job("luong", 0.1, 3, 22.0)]
     (row,) = tt.family_rows(jobs)
-    assert row["seeds"] == "2 (1 failed)" and row["test BLEU"] == "21.00 ± 1.41" and row["per seed"] == "20.00, 22.00"
+    assert row["seeds"] == "2 (1 failed)" and row["test BLEU"] == "21.00 ± 1.41" and row["per seed"] == "1: 20.00, 3: 22.00"
 
 
 def test_a_joint_vocabulary_perplexity_is_marked_not_comparable():
@@ -49,3 +51,37 @@ def test_epochs_trained_count_the_epochs_that_ended_not_the_test_rows_epoch(tmp_
     (tmp_path / "csv" / "metrics.csv").write_text(
         "epoch,step,train/loss,train/loss_epoch,test/bleu\n0,10,5.0,,\n0,20,,4.5,\n1,30,,4.0,\n2,30,,,31.0\n")
     assert tt._epochs_trained(tmp_path) == 2
+
+
+def test_one_run_given_twice_stops_rather_than_counting_as_two_seeds():
+    # the same sweep folder given twice, or a rerun: two seeds by count, and the pairing would keep whichever
+    # was read last
+    jobs = [_job("bahdanau", 0.1, 1, 30.0), _job("bahdanau", 0.1, 1, 20.0), _job("bahdanau", 0.0, 1, 25.0)]
+    with pytest.raises(SystemExit, match="both bahdanau, label smoothing 0.1, seed 1"):
+        tt.check_unique(jobs)
+
+
+def test_a_job_is_read_from_its_folder_and_a_restored_one_says_its_epochs_are_unknown(tmp_path):
+    # restored from the sweep archive: .hydra/ composed again, csv/metrics.csv the validation curve only
+    job = tmp_path / "3"
+    (job / ".hydra").mkdir(parents=True)
+    (job / ".hydra" / "config.yaml").write_text(
+        "seed: 2\nmodel:\n  label_smoothing: 0.1\ndata:\n  joint_vocab: true\ntrainer:\n  max_epochs: 10\n")
+    (job / "csv").mkdir()
+    (job / "csv" / "metrics.csv").write_text("step,val/ppl,val/loss\n100,20.0,3.0\n")
+    run = Run("sweep/3", "t5", {"status": "completed", "test/bleu": 30.0, "test/ppl": 9.0,
+                                "overrides": "preset=multi30k/t5 model.label_smoothing=0.1"}, path=job)
+    j = tt.job_of(run)
+    assert (j.family, j.smoothing, j.seed, j.joint_vocab, j.epochs_given, j.epochs_trained) == ("t5", 0.1, 2, True, 10, None)
+    (row,) = tt.family_rows([j])
+    assert row["epochs trained/given"] == "?/10" and row["test ppl"] == "9.00†"
+
+
+def test_a_job_that_failed_before_its_folder_is_read_from_its_command_line():
+    # the launcher's record: no folder, the family unknown ("job 3"), the overrides a list
+    run = Run("job 3", "job 3", {"status": "failed", "overrides": ["preset=multi30k/t5", "model.label_smoothing=0.1",
+                                                                   "seed=2"]})
+    j = tt.job_of(run)
+    assert (j.family, j.smoothing, j.seed) == ("t5", 0.1, 2)
+    (row,) = tt.family_rows([j])
+    assert row["family"] == "t5" and row["seeds"] == "0 (1 failed)" and row["test BLEU"] == "–"

@@ -333,6 +333,25 @@ def after_runs(chain) -> tuple[list, int, int]:
     return kept, len(runs) - failed - len(kept), failed
 
 
+def missing(runs, families: list[str], sizes: list[str], tiers: list[float]) -> str:
+    """What the final cells lack so far, tier by tier: the families with no completed run there, and the
+    sizes a family has not run yet (its cell is chosen among those it has)."""
+    from seqbench.final_cells import flops_text, size_of
+
+    ran: dict[tuple[str, float], set] = {}
+    for r in runs:
+        ran.setdefault((r.family, float(r.metrics["budget/flops"])), set()).add(size_of(r))
+    parts = []
+    for tier in tiers:
+        absent = [f for f in families if (f, tier) not in ran]
+        short = [f"{f} {len(ran[(f, tier)] & set(sizes))} of {len(sizes)} sizes" for f in families
+                 if (f, tier) in ran and len(ran[(f, tier)] & set(sizes)) < len(sizes)]
+        if absent or short:
+            parts.append(f"at {flops_text(tier)}: " + "; ".join(
+                ([f"no run yet for {', '.join(absent)}"] if absent else []) + short))
+    return ("Not run yet: " + "; ".join(parts) + ".") if parts else "Every family has run every size at every tier."
+
+
 def seed_count(runs) -> str:
     from seqbench.verdict import cells, verdict
 
@@ -361,10 +380,15 @@ def main(argv: list[str] | None = None) -> str:
                          "to write (the record is left as it was)")
     halves = heldout_halves(args.experiment)
     verdict_text, _ = table(cells(runs))
+    from seqbench.families import order
+    from seqbench.final_cells import Experiment
+
+    experiment = Experiment(args.experiment)
+    tiers = sorted({*experiment.tiers(), *(float(r.metrics["budget/flops"]) for r in runs)})
     read = (f"Read at {utc_now()} from {', '.join(d.name for d in final_dirs(chain))} under {args.root}: "
             f"{len(runs)} completed runs at their tier's setting ({set_aside} at a setting the transfer check rejected set "
             f"aside; {failed} failed); "
-            f"{seed_count(runs)}.")
+            f"{seed_count(runs)}. {missing(runs, order(experiment.presets), experiment.sizes, tiers)}")
     text = f"## Verdict after tuning\n\n{verdict_text}\n\n{read}"
     if args.before:
         before = [r for path in args.before for r in before_runs(path)]

@@ -18,7 +18,8 @@ perplexity counts other tokens and is not comparable, marked †). Writes:
 - one row per family run both ways: BLEU with smoothing minus without, paired by seed (one seed gives both
   runs the same initialisation and data order), as the mean difference, its sd and the seeds it won.
 
-A failed job is listed, never averaged.
+A job that did not complete is counted by its status, never averaged; two completed runs of one family,
+smoothing and seed stop the command (they would count as two seeds).
 """
 
 from __future__ import annotations
@@ -58,11 +59,41 @@ def _epochs_trained(job_dir: Path) -> int | None:
     return max(epochs) + 1 if epochs else None
 
 
+def _override(run: Run, key: str) -> str | None:
+    """`key`'s value on the job's command line (`overrides`: a string in metrics.json, a list in the launcher's
+    record of a job that failed before writing one)."""
+    words = run.metrics.get("overrides") or ""
+    words = words.split() if isinstance(words, str) else [str(w) for w in words]
+    return next((w.split("=", 1)[1] for w in words if w.lstrip("+").startswith(f"{key}=")), None)
+
+
 def job_of(run: Run) -> Job:
-    config = load_dict(run.path / ".hydra" / "config.yaml") if run.path else {}
+    """A job's family, smoothing and seed from its saved config; a failed job that left no folder, from its
+    command line (the preset's family, the smoothing given, else the experiment's)."""
+    config = load_dict(run.path / ".hydra" / "config.yaml") if run.path and (run.path / ".hydra").is_dir() else {}
     model, data, trainer = (config.get(k) or {} for k in ("model", "data", "trainer"))
-    return Job(run.family, float(model.get("label_smoothing") or 0.0), seed_of(run) or config.get("seed"), run,
-               bool(data.get("joint_vocab")), trainer.get("max_epochs"), _epochs_trained(run.path) if run.path else None)
+    family, smoothing = run.family, model.get("label_smoothing")
+    if not config:
+        preset = _override(run, "preset")
+        family = preset.rsplit("/", 1)[-1] if preset else run.family
+        smoothing = _override(run, "model.label_smoothing")
+    seed = seed_of(run) or config.get("seed") or (int(_override(run, "seed")) if _override(run, "seed") else None)
+    return Job(family, float(smoothing or 0.0), seed, run, bool(data.get("joint_vocab")), trainer.get("max_epochs"),
+               _epochs_trained(run.path) if run.path else None)
+
+
+def check_unique(jobs: list[Job]) -> None:
+    """Two completed runs of one family, smoothing and seed (a rerun, or one sweep given twice) would count
+    as two seeds and make the pairing depend on the order of the folders: stop, naming them."""
+    seen: dict[tuple, str] = {}
+    for j in jobs:
+        if j.run.failed:
+            continue
+        key = (j.family, j.smoothing, j.seed)
+        if key in seen:
+            raise SystemExit(f"{seen[key]} and {j.run.name} are both {j.family}, label smoothing {j.smoothing:g}, "
+                             f"seed {j.seed}: give each run once")
+        seen[key] = j.run.name
 
 
 def _mean_sd(values: list[float]) -> str:
@@ -86,11 +117,19 @@ def family_rows(jobs: list[Job]) -> list[dict]:
         tok = [j.run.metrics["test/bleu_tok"] for j in done if j.run.metrics.get("test/bleu_tok") is not None]
         ppl = [j.run.metrics["test/ppl"] for j in done if j.run.metrics.get("test/ppl") is not None]
         minutes = [j.run.metrics["curve/train_time_s"] / 60 for j in done if j.run.metrics.get("curve/train_time_s")]
-        epochs = sorted({f"{j.epochs_trained}/{j.epochs_given}" for j in done})
+        # a job restored from the sweep archive keeps its validation curve, not the epoch column
+        epochs = sorted({f"{'?' if j.epochs_trained is None else j.epochs_trained}/{j.epochs_given}" for j in done})
+        others: dict[str, int] = {}
+        for j in js:
+            if j.run.failed:
+                status = str(j.run.metrics.get("status") or "failed")
+                others[status] = others.get(status, 0) + 1
         rows.append({
             "family": family, "label smoothing": f"{smoothing:g}",
-            "seeds": f"{len(done)}" + (f" ({len(js) - len(done)} failed)" if len(js) > len(done) else ""),
-            "test BLEU": _mean_sd(bleu), "per seed": ", ".join(f"{b:.2f}" for b in bleu) or "–",
+            "seeds": f"{len(done)}" + (" (" + ", ".join(f"{n} {s}" for s, n in sorted(others.items())) + ")" if others else ""),
+            "test BLEU": _mean_sd(bleu),
+            "per seed": ", ".join(f"{j.seed}: {j.run.metrics['test/bleu']:.2f}" for j in done
+                                  if j.run.metrics.get("test/bleu") is not None) or "–",
             "tokenised BLEU": _mean_sd(tok),
             "test ppl": (f"{statistics.fmean(ppl):.2f}" + ("†" if any(j.joint_vocab for j in done) else "")) if ppl else "–",
             "epochs trained/given": ", ".join(epochs) or "–",
@@ -141,7 +180,8 @@ def main(argv: list[str] | None = None) -> str:
     parser.add_argument("--report", type=Path, help="write translation.md and translation.csv here")
     args = parser.parse_args(argv)
     started = time.time()
-    jobs = [job_of(r) for r in read_local(args.dirs) if r.path is not None or r.failed]
+    jobs = [job_of(r) for r in read_local(args.dirs)]
+    check_unique(jobs)
     families = family_rows(jobs)
     text = ("## Every family, one label-smoothing rule\n\n" + markdown(families) + "\n\n"
             "Test BLEU: sacreBLEU on detokenised output, beam 5, the best checkpoint by validation loss; mean ± sd "

@@ -43,6 +43,8 @@ from pathlib import Path
 
 from omegaconf import OmegaConf
 
+from seqbench.report import Run  # what seqbench.verdict.cells reads: name, family, metrics, curve
+
 # The untuned frontier's sweeps, by the name their jobs carry in the records' `run` column: the tiers each
 # swept, in the order of its `budget.flops` (the experiment's list, or the tiers given), and its seed. The
 # first four from the commands in experiments/figures/frontier-{shakespeare,ptb}/record.json; the parallel
@@ -63,19 +65,6 @@ LAYOUT: dict[str, tuple[tuple[float, ...], int]] = {
 
 class LayoutError(ValueError):
     """A committed record's jobs do not fall in the blocks its sweep's layout says: its tiers cannot be read."""
-
-
-@dataclass
-class Run:
-    """What `seqbench.verdict.cells` reads of a run (a `seqbench.report.Run` has the same three fields)."""
-    name: str
-    family: str
-    metrics: dict
-    curve: tuple = ()
-
-    @property
-    def failed(self) -> bool:
-        return self.metrics.get("status") != "completed"
 
 
 def _job(run: str) -> tuple[str, int]:

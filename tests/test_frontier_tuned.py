@@ -10,6 +10,8 @@ from pathlib import Path
 import pytest
 
 from seqbench import frontier_tuned as ft
+from seqbench import frontier_untuned as fu
+from seqbench import tuning_effect as te
 from seqbench.report import Run
 
 REPO = Path(__file__).resolve().parents[1]
@@ -35,7 +37,7 @@ def test_an_old_record_gives_each_run_the_tier_of_its_place_in_the_sweep(tmp_pat
     # but job 1 (first family, 3e12) 1e12.
     rows = [(f"frontier_ptb_s1234/{j}", "lstm" if j < 3 else "gru", 100 if j < 3 else 200,
              5.0 - 0.1 * j, 5.1 - 0.1 * j, 10.0 * (1 + j % 3)) for j in range(6)]
-    runs = {r.name: r for r in ft.before_runs(_record(tmp_path, rows))}
+    runs = {r.name: r for r in fu.before_runs(_record(tmp_path, rows))}
     assert [runs[f"frontier_ptb_s1234/{j}"].metrics["budget/flops"] for j in range(6)] == [1e12, 3e12, 1e13] * 2
     assert runs["frontier_ptb_s1234/4"].family == "gru" and runs["frontier_ptb_s1234/4"].metrics["seed"] == 1234
     assert runs["frontier_ptb_s1234/4"].metrics["test/loss"] == pytest.approx(5.1 - 0.4)
@@ -45,25 +47,25 @@ def test_an_old_record_gives_each_run_the_tier_of_its_place_in_the_sweep(tmp_pat
 def test_a_record_whose_blocks_are_not_one_family_at_one_size_stops(tmp_path):
     # sizes fastest (s, m, l at one tier): a block of three holds three sizes
     rows = [(f"frontier_ptb_s1234/{j}", "lstm", 100 * (1 + j % 3), 5.0, 5.0, 10.0 * (1 + j)) for j in range(3)]
-    with pytest.raises(ft.LayoutError, match="not one family at one size"):
-        ft.before_runs(_record(tmp_path, rows))
+    with pytest.raises(fu.LayoutError, match="not one family at one size"):
+        fu.before_runs(_record(tmp_path, rows))
 
 
 def test_a_record_whose_wall_time_falls_with_the_tier_stops(tmp_path):
     rows = [(f"frontier_ptb_s1234/{j}", "lstm", 100, 5.0, 5.0, 30.0 - 10 * j) for j in range(3)]
-    with pytest.raises(ft.LayoutError, match="do not grow"):
-        ft.before_runs(_record(tmp_path, rows))
+    with pytest.raises(fu.LayoutError, match="do not grow"):
+        fu.before_runs(_record(tmp_path, rows))
 
 
 def test_a_sweep_without_a_layout_stops(tmp_path):
-    with pytest.raises(ft.LayoutError, match="no layout"):
-        ft.before_runs(_record(tmp_path, [("someone_elses_sweep/0", "lstm", 100, 5.0, 5.0, 1.0)]))
+    with pytest.raises(fu.LayoutError, match="no layout"):
+        fu.before_runs(_record(tmp_path, [("someone_elses_sweep/0", "lstm", 100, 5.0, 5.0, 1.0)]))
 
 
 @pytest.mark.parametrize("name", ["frontier-ptb", "frontier-shakespeare", "frontier-ptb-parallel",
                                   "frontier-shakespeare-parallel"])
 def test_every_committed_untuned_record_fits_its_layout(name):
-    runs = ft.before_runs(FIGURES / name / "runs.csv")
+    runs = fu.before_runs(FIGURES / name / "runs.csv")
     with open(FIGURES / name / "runs.csv") as f:
         assert len(runs) == sum(1 for _ in f) - 1
 
@@ -73,7 +75,7 @@ def test_the_rebuilt_tiers_reproduce_the_verdict_table_the_record_was_written_wi
     # these reports were made when runs recorded their budget: their verdict rows are the tiers' ground truth
     from seqbench.verdict import cells, table
 
-    text, _ = table(cells(ft.before_runs(FIGURES / name / "runs.csv")))
+    text, _ = table(cells(fu.before_runs(FIGURES / name / "runs.csv")))
     report = (FIGURES / name / "report.md").read_text()
     rows = [line for line in text.splitlines() if line.startswith("| 1")]
     assert rows and all(row in report for row in rows)
@@ -89,7 +91,7 @@ def test_a_failed_run_in_an_old_record_neither_breaks_the_tier_check_nor_becomes
     path.write_text("\n".join(lines) + "\n")
     from seqbench.verdict import cells
 
-    runs = ft.before_runs(path)
+    runs = fu.before_runs(path)
     assert runs[1].failed and runs[1].metrics["test/loss"] is None
     assert sorted(c.budget for c in cells(runs)) == [1e12, 1e13]
 
@@ -100,11 +102,11 @@ def test_the_committed_records_give_the_untuned_verdict_the_protocol_page_quotes
     # LSTM 3.344 ± 0.001; PTB at 1e12, LSTM 6.119 and GPT 6.545 ± 0.002
     from seqbench.verdict import cells, verdict
 
-    sh = verdict(cells(ft.before_runs(FIGURES / "frontier-shakespeare" / "runs.csv")), 1e11).entries
+    sh = verdict(cells(fu.before_runs(FIGURES / "frontier-shakespeare" / "runs.csv")), 1e11).entries
     assert sh["transformer"].interval.mean == pytest.approx(2.554, abs=5e-4)
     assert sh["transformer"].interval.sd == pytest.approx(0.004, abs=5e-4)
     assert sh["lstm"].interval.mean == pytest.approx(3.344, abs=5e-4)
-    ptb = verdict(cells(ft.before_runs(FIGURES / "frontier-ptb" / "runs.csv")), 1e12).entries
+    ptb = verdict(cells(fu.before_runs(FIGURES / "frontier-ptb" / "runs.csv")), 1e12).entries
     assert ptb["lstm"].interval.mean == pytest.approx(6.119, abs=5e-4)
     assert ptb["gpt"].interval.mean == pytest.approx(6.545, abs=5e-4)
 
@@ -133,18 +135,18 @@ def test_a_final_run_at_a_setting_the_transfer_check_rejected_is_set_aside():
 def test_the_whole_split_score_of_a_final_run_is_the_mean_of_its_two_halves():
     # a reader that kept the score half alone would compare the second half (harder text, 1.9) with the
     # old runs' whole split
-    whole = ft.on_whole_split(_final("lstm", 1e12, 1.0, 256, 1.7, 1.9))
+    whole = te.on_whole_split(_final("lstm", 1e12, 1.0, 256, 1.7, 1.9))
     assert whole.metrics["test/loss"] == pytest.approx(1.8)
     assert whole.metrics["val/loss_best"] == 1.7  # selection unchanged
     untested = _final("lstm", 1e12, 1.0, 256, None, 1.9)  # a run whose best validation was null: no whole score
-    assert ft.on_whole_split(untested).metrics["test/loss"] is None
+    assert te.on_whole_split(untested).metrics["test/loss"] is None
 
 
 def test_the_difference_and_its_welch_interval_by_hand():
     before = [Run(f"b{i}", "gru", {"status": "completed", "budget/flops": 1e12, "params_non_embedding": 100,
                                    "val/loss_best": v, "test/loss": v}) for i, v in enumerate([2.0, 2.2])]
     after = [_final("gru", 1e12, 1.0, 256, v, v, seed=i) for i, v in enumerate([1.7, 1.8, 1.9])]
-    (change,) = ft.changes(before, after)
+    (change,) = te.changes(before, after)
     assert change.difference == pytest.approx(1.8 - 2.1)
     # Welch: se^2 = 0.01/3 + 0.02/2; df = se^4 / ((0.01/3)^2/2 + (0.02/2)^2/1)
     v1, v2 = 0.01 / 3, 0.02 / 2
@@ -159,7 +161,7 @@ def test_a_difference_with_one_seed_on_a_side_has_no_interval_and_says_so():
     before = [Run("b", "gru", {"status": "completed", "budget/flops": 1e12, "params_non_embedding": 100,
                                "val/loss_best": 2.0, "test/loss": 2.0})]
     after = [_final("gru", 1e12, 1.0, 256, v, v, seed=i) for i, v in enumerate([1.7, 1.71, 1.72])]
-    (change,) = ft.changes(before, after)
+    (change,) = te.changes(before, after)
     assert change.interval is None and change.call == "no interval (1 seed)"
 
 
@@ -167,7 +169,7 @@ def test_a_clear_gain_is_called_better():
     before = [Run(f"b{i}", "gru", {"status": "completed", "budget/flops": 1e12, "params_non_embedding": 100,
                                    "val/loss_best": v, "test/loss": v}) for i, v in enumerate([2.00, 2.01, 2.02])]
     after = [_final("gru", 1e12, 1.0, 256, v, v, seed=i) for i, v in enumerate([1.70, 1.71, 1.72])]
-    (change,) = ft.changes(before, after)
+    (change,) = te.changes(before, after)
     assert change.call == "better" and change.interval[1] < 0
 
 

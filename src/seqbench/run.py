@@ -15,6 +15,8 @@ import logging
 import math
 import sys
 import time
+import warnings
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -140,7 +142,8 @@ def train(cfg: DictConfig, output_dir: Path, choices: dict | None = None, overri
         metrics.update(wandb_identity(trainer))
         if cfg.get("train", True):
             # weights_only: Lightning reads the checkpoint with torch's safe unpickler (seqbench.checkpoints)
-            trainer.fit(model, datamodule=datamodule, ckpt_path=ckpt_path, weights_only=True)
+            with _resume_warning_answered(datamodule):
+                trainer.fit(model, datamodule=datamodule, ckpt_path=ckpt_path, weights_only=True)
         metrics.update({k: v for k, v in trainer.callback_metrics.items()})
         for solve in (c for c in trainer.callbacks if isinstance(c, StopWhenSolved)):
             metrics.update(solve.summary())  # solved, steps_to_solve (train until solved, the probes)
@@ -183,6 +186,29 @@ def train(cfg: DictConfig, output_dir: Path, choices: dict | None = None, overri
         if _is_rank_zero():
             write_metrics(metrics_path, metrics)
         _finish_wandb()
+
+
+# Lightning's warning on a resume from a mid-epoch checkpoint; it asks whether the *loader* saves its place
+RESUME_WARNING = "You're resuming from a checkpoint that ended before the epoch ended"
+
+
+def keeps_its_place(datamodule) -> bool:
+    """Whether the data module saves and restores its place in the epoch itself (`state_dict` /
+    `load_state_dict` of its own: the language-model streams and windows, the probes), so that a run
+    resumed mid-epoch sees the batches the uninterrupted run would have (tests/test_resume.py proves the
+    weights identical)."""
+    return type(datamodule).load_state_dict is not L.LightningDataModule.load_state_dict
+
+
+@contextmanager
+def _resume_warning_answered(datamodule):
+    """Silence Lightning's "your dataloader is not resumable ... unreliable results" for a data module that
+    keeps its place: Lightning asks the loader, not the data module, so the warning is false there and would
+    send a user after a problem that is not. A data module that does not keep its place keeps the warning."""
+    with warnings.catch_warnings():
+        if keeps_its_place(datamodule):
+            warnings.filterwarnings("ignore", message=RESUME_WARNING)
+        yield
 
 
 def _resume_from(cfg: DictConfig, trainer: L.Trainer) -> str | None:

@@ -14,7 +14,8 @@ import torch
 
 from conftest import ROOT, TINY, TINY_RNN, compose_cfg, run_cli
 from seqbench.families import FAMILIES
-from seqbench.run import RESUME_WARNING, keeps_its_place, train
+from seqbench.lightning_warnings import NOT_RESUMABLE
+from seqbench.run import train
 
 # the compared families that carry a state across truncated-BPTT windows (the attention families'
 # windows resume in tests/test_attention_lm.py)
@@ -51,7 +52,7 @@ def test_resume_mid_epoch_reproduces_the_uninterrupted_run_exactly(family, tmp_p
         warnings.simplefilter("always")
         train(resumed, tmp_path / "c")
     # the data module keeps its place, so Lightning's "not resumable ... unreliable results" is false here
-    assert not [w for w in caught if str(w.message).startswith(RESUME_WARNING)]
+    assert not [w for w in caught if str(w.message).startswith(NOT_RESUMABLE)]
     final_a, state_a = _weights(tmp_path / "a" / "checkpoints" / "last.ckpt")
     final_c, state_c = _weights(tmp_path / "c" / "checkpoints" / "last.ckpt")
     assert state_a["global_step"] == state_c["global_step"] == 8
@@ -86,14 +87,3 @@ def test_a_killed_process_resumes_from_its_last_checkpoint(tmp_path):
     final = torch.load(tmp_path / "resumed" / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=True)
     assert final["global_step"] == saved_step + 3  # it continued, it did not start over
 
-
-def test_only_a_data_module_that_keeps_its_place_silences_the_resume_warning():
-    """The warning is silenced for the language-model and probe data modules (they save their place) and
-    kept for one that does not save its place in the epoch (images)."""
-    from seqbench.data.lm import LanguageModelDataModule
-    from seqbench.data.mnist import MNISTDataModule
-    from seqbench.data.synthetic import ProbeDataModule
-
-    assert keeps_its_place(LanguageModelDataModule.__new__(LanguageModelDataModule))
-    assert keeps_its_place(ProbeDataModule.__new__(ProbeDataModule))
-    assert not keeps_its_place(MNISTDataModule.__new__(MNISTDataModule))

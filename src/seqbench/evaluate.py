@@ -23,6 +23,7 @@ from seqbench.checkpoints import load_checkpoint
 from seqbench.config_check import check_ckpt_path
 from seqbench.console import log_once
 from seqbench.errors import ConfigError
+from seqbench.lightning_warnings import false_warnings_silenced
 from seqbench.run import _finish_wandb, _is_rank_zero, build, instantiate, write_metrics
 
 log = logging.getLogger(__name__)
@@ -77,7 +78,8 @@ def evaluate(cfg: DictConfig, output_dir: Path) -> dict:
         logger.log_hyperparams({"ckpt_path": str(cfg.ckpt_path), "split": cfg.split,
                                 **{k: v for k, v in OmegaConf.to_container(run_cfg, resolve=True).items() if k != "hydra"}})
     run = trainer.validate if cfg.split == "valid" else trainer.test
-    results = run(model, datamodule=datamodule, verbose=True)
+    with false_warnings_silenced(datamodule):  # seqbench.lightning_warnings: the iterable's length, LeafSpec
+        results = run(model, datamodule=datamodule, verbose=True)
     metrics = dict(results[0]) if results else {}
     metrics.update(ckpt_path=str(cfg.ckpt_path), split=cfg.split, world_size=trainer.world_size)
     if cfg.sample.prompt is not None and _is_rank_zero():

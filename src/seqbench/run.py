@@ -15,8 +15,7 @@ import logging
 import math
 import sys
 import time
-import warnings
-from contextlib import contextmanager
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +35,7 @@ from seqbench.config_check import check_config
 from seqbench.console import log_once, show_config
 from seqbench.dashboard import define_summaries, run_config, wandb_identity, write_summary
 from seqbench.errors import ConfigError, UserError
+from seqbench.lightning_warnings import false_warnings_silenced
 from seqbench.provenance import git_commit, hardware, utc_now
 from seqbench.tuning import apply_tokens_per_step, apply_tuning
 
@@ -112,6 +112,7 @@ def train(cfg: DictConfig, output_dir: Path, choices: dict | None = None, overri
     metrics_path = output_dir / "metrics.json"
     # the run's setting is the run's: restored after it
     precision, cudnn_tf32 = torch.get_float32_matmul_precision(), torch.backends.cudnn.allow_tf32
+    quiet = ExitStack()  # Lightning's warnings that are false for this run (seqbench.lightning_warnings)
     try:
         log_once()
         # tune: the family's size, the search's lr, schedule and clipping; before the config is shown and resolved
@@ -135,6 +136,8 @@ def train(cfg: DictConfig, output_dir: Path, choices: dict | None = None, overri
         # after the keys a W&B panel is drawn from: family, preset, corpus, task, recipe, sizes (seqbench.dashboard)
         hparams = run_config(cfg, choices, datamodule.spec.task, params, metrics["params_non_embedding"])
         ckpt_path = _resume_from(cfg, trainer) if cfg.get("train", True) else None
+        own = ckpt_path is not None and Path(output_dir).resolve() in Path(ckpt_path).resolve().parents
+        quiet.enter_context(false_warnings_silenced(datamodule, resumes_own_run=own))  # until the run ends
         _keep_history(trainer, ckpt_path)  # before a logger writes: Lightning's CSV writer starts a new file
         for logger in trainer.loggers:
             logger.log_hyperparams(hparams)
@@ -142,8 +145,7 @@ def train(cfg: DictConfig, output_dir: Path, choices: dict | None = None, overri
         metrics.update(wandb_identity(trainer))
         if cfg.get("train", True):
             # weights_only: Lightning reads the checkpoint with torch's safe unpickler (seqbench.checkpoints)
-            with _resume_warning_answered(datamodule):
-                trainer.fit(model, datamodule=datamodule, ckpt_path=ckpt_path, weights_only=True)
+            trainer.fit(model, datamodule=datamodule, ckpt_path=ckpt_path, weights_only=True)
         metrics.update({k: v for k, v in trainer.callback_metrics.items()})
         for solve in (c for c in trainer.callbacks if isinstance(c, StopWhenSolved)):
             metrics.update(solve.summary())  # solved, steps_to_solve (train until solved, the probes)
@@ -175,6 +177,7 @@ def train(cfg: DictConfig, output_dir: Path, choices: dict | None = None, overri
         metrics.update(status="failed", error=f"{type(exc).__name__}: {exc}")
         raise
     finally:
+        quiet.close()
         torch.set_float32_matmul_precision(precision)
         torch.backends.cudnn.allow_tf32 = cudnn_tf32
         metrics["wall_time_s"] = time.time() - started
@@ -186,29 +189,6 @@ def train(cfg: DictConfig, output_dir: Path, choices: dict | None = None, overri
         if _is_rank_zero():
             write_metrics(metrics_path, metrics)
         _finish_wandb()
-
-
-# Lightning's warning on a resume from a mid-epoch checkpoint; it asks whether the *loader* saves its place
-RESUME_WARNING = "You're resuming from a checkpoint that ended before the epoch ended"
-
-
-def keeps_its_place(datamodule) -> bool:
-    """Whether the data module saves and restores its place in the epoch itself (`state_dict` /
-    `load_state_dict` of its own: the language-model streams and windows, the probes), so that a run
-    resumed mid-epoch sees the batches the uninterrupted run would have (tests/test_resume.py proves the
-    weights identical)."""
-    return type(datamodule).load_state_dict is not L.LightningDataModule.load_state_dict
-
-
-@contextmanager
-def _resume_warning_answered(datamodule):
-    """Silence Lightning's "your dataloader is not resumable ... unreliable results" for a data module that
-    keeps its place: Lightning asks the loader, not the data module, so the warning is false there and would
-    send a user after a problem that is not. A data module that does not keep its place keeps the warning."""
-    with warnings.catch_warnings():
-        if keeps_its_place(datamodule):
-            warnings.filterwarnings("ignore", message=RESUME_WARNING)
-        yield
 
 
 def _resume_from(cfg: DictConfig, trainer: L.Trainer) -> str | None:

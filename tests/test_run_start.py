@@ -64,3 +64,37 @@ def test_lightnings_lines_reach_the_log_file_when_it_was_imported_before_logging
         for name, (handlers, propagate) in saved.items():
             logging.getLogger(name).handlers[:] = handlers
             logging.getLogger(name).propagate = propagate
+
+
+def test_lightnings_lines_that_say_nothing_about_the_run_are_dropped_and_the_others_kept():
+    """The "💡 Tip: ... litlogger" advertisement and the note that seqbench's model summary replaced
+    Lightning's come with every fit; the device line must stay. Each dropped line must still be one the
+    installed Lightning prints (a reworded one would slip through unseen)."""
+    import logging
+    from pathlib import Path
+
+    import lightning
+
+    from seqbench.console import LIGHTNING_INFO, NOT_ABOUT_THE_RUN, _NotAboutTheRun, log_once
+
+    source = "\n".join(p.read_text(encoding="utf-8") for p in Path(lightning.__file__).parent.rglob("*.py"))
+    for start in NOT_ABOUT_THE_RUN:
+        assert f'"{start}' in source, f"Lightning no longer prints {start!r}: update seqbench.console"
+    logger = logging.getLogger(LIGHTNING_INFO)
+    saved = logger.filters[:]
+    logger.filters[:] = [f for f in saved if not isinstance(f, _NotAboutTheRun)]  # as in a fresh process
+    records: list[logging.LogRecord] = []
+    catcher = logging.Handler()
+    catcher.emit = records.append
+    logger.addHandler(catcher)
+    try:
+        log_once()
+        log_once()  # twice: one filter
+        logger.warning("💡 Tip: For seamless cloud logging and experiment tracking, try installing litlogger")
+        logger.warning("Trainer already configured with model summary callbacks: [ModelSummary]. Skipping")
+        logger.warning("GPU available: False, used: False")
+        assert [r.getMessage() for r in records] == ["GPU available: False, used: False"]
+        assert sum(isinstance(f, _NotAboutTheRun) for f in logger.filters) == 1
+    finally:
+        logger.removeHandler(catcher)
+        logger.filters[:] = saved

@@ -4,6 +4,11 @@
   the resolved config as a branch of Rich-highlighted YAML, the groups a user changes most first. It
   is printed on a terminal and always saved as `config_tree.log` in the run directory, beside
   `.hydra/config.yaml`, which holds the same values for composing the run again.
+* **No line that is not about the run.** Lightning's "💡 Tip: ... try installing litlogger" (an
+  advertisement, printed by every fit) and "Trainer already configured with model summary callbacks ...
+  Skipping" (seqbench replaces Lightning's summary on purpose, `seqbench.callbacks.model_summary`) are
+  dropped; every other line of Lightning's stays. Its warnings that are false for a run are
+  `seqbench.lightning_warnings`'.
 * **Each log line once.** The `lightning` package logger carries a console handler of its own
   (`INFO: ...`) and also passes its records up to the root logger, where Hydra's console and file
   handlers print them again (`[time][lightning...][INFO] - ...`). Where the root logger has handlers
@@ -50,6 +55,16 @@ def show_config(cfg: DictConfig, output_dir: Path, terminal: bool | None = None)
     return path
 
 
+# Lightning's lines (its `rank_zero_info` logger) that say nothing about the run, by their start
+NOT_ABOUT_THE_RUN = ("💡 Tip:", "Trainer already configured with model summary callbacks")
+LIGHTNING_INFO = "lightning.pytorch.utilities.rank_zero"
+
+
+class _NotAboutTheRun(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not str(record.getMessage()).startswith(NOT_ABOUT_THE_RUN)
+
+
 def log_once() -> None:
     """Lightning's records to the root logger's handlers (Hydra's console and `<run>/train.log`), once.
 
@@ -64,3 +79,6 @@ def log_once() -> None:
             for handler in list(package.handlers):
                 package.removeHandler(handler)
             package.propagate = True
+    info = logging.getLogger(LIGHTNING_INFO)
+    if not any(isinstance(f, _NotAboutTheRun) for f in info.filters):
+        info.addFilter(_NotAboutTheRun())

@@ -172,6 +172,7 @@ def train(cfg: DictConfig, output_dir: Path, choices: dict | None = None, overri
         workers = cfg.data.get("num_workers", 0) or 0
         metrics.update(status="completed", device=_device_name(trainer, workers), world_size=trainer.world_size)
         write_summary(trainer, metrics)
+        log.info(closing_line(metrics, output_dir, time.time() - started))
         return metrics
     except BaseException as exc:
         metrics.update(status="failed", error=f"{type(exc).__name__}: {exc}")
@@ -189,6 +190,21 @@ def train(cfg: DictConfig, output_dir: Path, choices: dict | None = None, overri
         if _is_rank_zero():
             write_metrics(metrics_path, metrics)
         _finish_wandb()
+
+
+def closing_line(metrics: dict[str, Any], output_dir: Path, seconds: float) -> str:
+    """A run's last line: what it scored on test and where its files are, so that a user reads the result
+    and finds the folder without searching the log (`metrics.json` is written as the run returns)."""
+    tested = [f"{k} {v:.4g}" for k, v in metrics.items()
+              if k.startswith("test/") and isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)]
+    folder = Path(output_dir)
+    ckpts = sorted(p.name for p in (folder / "checkpoints").glob("*.ckpt"))
+    files = ["metrics.json", *(["train.log"] if (folder / "train.log").is_file() else []),
+             *([f"checkpoints/ ({', '.join(ckpts)})"] if ckpts else []),
+             *(f"{p.relative_to(folder).as_posix()}" for p in sorted(folder.glob("csv/**/metrics.csv")))]
+    minutes, secs = divmod(round(seconds), 60)
+    return (f"done in {minutes // 60}:{minutes % 60:02d}:{secs:02d}" + (f" · {', '.join(tested[:6])}" if tested else "")
+            + f" · in {folder}: {', '.join(files)}")
 
 
 def _resume_from(cfg: DictConfig, trainer: L.Trainer) -> str | None:

@@ -87,3 +87,24 @@ def test_a_killed_process_resumes_from_its_last_checkpoint(tmp_path):
     final = torch.load(tmp_path / "resumed" / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=True)
     assert final["global_step"] == saved_step + 3  # it continued, it did not start over
 
+
+
+@pytest.mark.slow
+def test_a_probe_resumed_mid_epoch_reproduces_the_uninterrupted_run_exactly(tmp_path):
+    """The probes keep their place in the epoch too (seqbench.data.synthetic: the next batch of a fixed,
+    seeded training set), so a resumed probe sees the batches the uninterrupted one would have."""
+    args = [*TINY, "experiment=long_range", "data=copy", "preset=probe/gru", "model.hidden_size=16", "data.T=8",
+            "data.train_size=256", "data.batch_size=16", "trainer.limit_train_batches=null", "test=false",
+            "trainer.max_epochs=-1", "callbacks.step_checkpoint.every_n_train_steps=4"]
+    train(compose_cfg(args + ["trainer.max_steps=8"], tmp_path / "a"), tmp_path / "a")
+    train(compose_cfg(args + ["trainer.max_steps=4", "~callbacks.best_checkpoint"], tmp_path / "b"), tmp_path / "b")
+    ckpt = tmp_path / "b" / "checkpoints" / "last.ckpt"
+    _, state = _weights(ckpt)
+    assert state["global_step"] == 4  # of 16 batches an epoch: mid-epoch
+    assert next(v for k, v in state.items() if k.endswith("DataModule"))["train_next_window"] == 4
+    train(compose_cfg(args + ["trainer.max_steps=8", f"ckpt_path={ckpt}"], tmp_path / "c"), tmp_path / "c")
+    final_a, state_a = _weights(tmp_path / "a" / "checkpoints" / "last.ckpt")
+    final_c, state_c = _weights(tmp_path / "c" / "checkpoints" / "last.ckpt")
+    assert state_a["global_step"] == state_c["global_step"] == 8
+    for name in final_a:
+        torch.testing.assert_close(final_c[name], final_a[name], rtol=0, atol=0, msg=name)

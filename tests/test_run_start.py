@@ -67,7 +67,7 @@ def test_lightnings_lines_reach_the_log_file_when_it_was_imported_before_logging
 
 
 def test_lightnings_lines_that_say_nothing_about_the_run_are_dropped_and_the_others_kept():
-    """The "💡 Tip: ... litlogger" advertisement and the note that seqbench's model summary replaced
+    """The "💡 Tip:" advertisements (litlogger, litmodels) and the note that seqbench's model summary replaced
     Lightning's come with every fit; the device line must stay. Each dropped line must still be one the
     installed Lightning prints (a reworded one would slip through unseen)."""
     import logging
@@ -91,6 +91,7 @@ def test_lightnings_lines_that_say_nothing_about_the_run_are_dropped_and_the_oth
         log_once()
         log_once()  # twice: one filter
         logger.warning("💡 Tip: For seamless cloud logging and experiment tracking, try installing litlogger")
+        logger.warning("💡 Tip: For seamless cloud uploads and versioning, try installing litmodels")
         logger.warning("Trainer already configured with model summary callbacks: [ModelSummary]. Skipping")
         logger.warning("GPU available: False, used: False")
         assert [r.getMessage() for r in records] == ["GPU available: False, used: False"]

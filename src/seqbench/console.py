@@ -4,11 +4,11 @@
   the resolved config as a branch of Rich-highlighted YAML, the groups a user changes most first. It
   is printed on a terminal and always saved as `config_tree.log` in the run directory, beside
   `.hydra/config.yaml`, which holds the same values for composing the run again.
-* **No line that is not about the run.** Lightning's "💡 Tip: ... try installing litlogger" (an
-  advertisement, printed by every fit) and "Trainer already configured with model summary callbacks ...
-  Skipping" (seqbench replaces Lightning's summary on purpose, `seqbench.callbacks.model_summary`) are
-  dropped; every other line of Lightning's stays. Its warnings that are false for a run are
-  `seqbench.lightning_warnings`'.
+* **No line that is not about the run.** Lightning's two "💡 Tip:" advertisements (install litlogger,
+  install litmodels; printed as each Trainer is built) and "Trainer already configured with model
+  summary callbacks ... Skipping" (seqbench replaces Lightning's summary on purpose,
+  `seqbench.callbacks.model_summary`) are dropped; every other line of Lightning's stays. Its warnings
+  that are false for a run are `seqbench.lightning_warnings`'.
 * **Each log line once.** The `lightning` package logger carries a console handler of its own
   (`INFO: ...`) and also passes its records up to the root logger, where Hydra's console and file
   handlers print them again (`[time][lightning...][INFO] - ...`). Where the root logger has handlers
@@ -56,7 +56,9 @@ def show_config(cfg: DictConfig, output_dir: Path, terminal: bool | None = None)
 
 
 # Lightning's lines (its `rank_zero_info` logger) that say nothing about the run, by their start
-NOT_ABOUT_THE_RUN = ("💡 Tip:", "Trainer already configured with model summary callbacks")
+NOT_ABOUT_THE_RUN = ("💡 Tip: For seamless cloud logging and experiment tracking",
+                     "💡 Tip: For seamless cloud uploads and versioning",
+                     "Trainer already configured with model summary callbacks")
 LIGHTNING_INFO = "lightning.pytorch.utilities.rank_zero"
 
 
@@ -70,7 +72,8 @@ def log_once() -> None:
 
     Lightning gives its package loggers console handlers of their own at import, and where the root
     logger had no handler yet it also stops them propagating: imported before Hydra configured logging
-    (a notebook, a `python -m` command, a process that forks runs), its lines would miss the log file."""
+    (a notebook, a `python -m` command, a process that forks runs), its lines would miss the log file.
+    Also drops the lines of Lightning's that say nothing about the run (`NOT_ABOUT_THE_RUN`)."""
     import lightning  # noqa: F401  (its import adds the handlers)
 
     if logging.getLogger().handlers:

@@ -7,17 +7,25 @@ case the warning stays.
 
 - **"your dataloader is not resumable ... unreliable results"** on a resume from a mid-epoch checkpoint:
   Lightning asks the *loader*; the language-model and probe data modules save and restore their place in
-  the epoch themselves (`state_dict` / `load_state_dict`), and tests/test_resume.py proves the resumed
-  weights identical to the uninterrupted run's. Silenced for a data module that keeps its place.
+  the epoch themselves (`state_dict` / `load_state_dict`), and the tests prove the resumed weights
+  identical to the uninterrupted run's (tests/test_resume.py: the recurrent families' streams and a probe;
+  tests/test_attention_lm.py: the attention models' windows). Silenced for a data module that keeps its
+  place.
 - **"Your `IterableDataset` has `__len__` defined ... (when num_workers > 1)"**: printed for every
   iterable dataset whatever its workers; the warning is about several worker processes each yielding the
   whole stream. Silenced for a data module whose loaders run in this process (`num_workers` 0 or absent).
-- **"Checkpoint directory ... exists and is not empty"** and **"Experiment logs directory ... Previous log
-  files in this directory will be deleted"** on a resume in the run's own directory: the checkpoints are
-  what it resumes from, and `seqbench.csv_logger` keeps the history up to the checkpoint's step.
-  Silenced only when the run resumes in its own directory.
+- **"Checkpoint directory <dir> exists and is not empty"** on a resume from a checkpoint in that folder:
+  the checkpoints are what the run resumes from. Silenced for that folder only.
+- **"Experiment logs directory <dir> exists and is not empty. Previous log files ... will be deleted"**
+  on a resume in the run's own folder: `seqbench.run._keep_history` has `seqbench.csv_logger` keep the
+  history up to the checkpoint's step. Silenced for the log folders it keeps, and no other (Lightning's
+  stock CSVLogger, or one writing elsewhere, does delete them: there the warning is true).
 - **"`isinstance(treespec, LeafSpec)` is deprecated"**: Lightning's own use of a torch API that torch
-  2.13 deprecates; nothing a user of seqbench can change. Always silenced.
+  2.13 deprecates; nothing a user of seqbench can change. Silenced where Lightning's code raises it.
+
+The filters hold inside the run (`seqbench.run.train`, `seqbench.evaluate`) and are undone when it ends,
+also when it fails. Processes that `trainer.strategy=ddp_spawn` starts do not inherit them: there the
+warnings come back, one per worker.
 """
 
 from __future__ import annotations
@@ -26,13 +34,14 @@ import re
 import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 import lightning as L
 
 NOT_RESUMABLE = "You're resuming from a checkpoint that ended before the epoch ended"
 ITERABLE_LEN = "Your `IterableDataset` has `__len__` defined"
-CHECKPOINT_DIR = "Checkpoint directory .* exists and is not empty"
-LOGS_DIR = "Experiment logs directory .* exists and is not empty"
+CHECKPOINT_DIR = "Checkpoint directory {} exists and is not empty"
+LOGS_DIR = "Experiment logs directory {} exists and is not empty"
 LEAF_SPEC = "`isinstance(treespec, LeafSpec)` is deprecated"
 
 
@@ -47,22 +56,25 @@ def loads_in_process(datamodule) -> bool:
     return not getattr(datamodule, "num_workers", 0)
 
 
-def false_here(datamodule, resumes_own_run: bool) -> list[str]:
-    """The messages (regular expressions, matched at the start) that are false for this run."""
-    found = [re.escape(LEAF_SPEC)]
+def false_here(datamodule, kept_logs=(), resumed_from: str | None = None) -> list[tuple[str, str]]:
+    """(message, module) pairs, regular expressions as `warnings.filterwarnings` reads them, of the warnings
+    that are false for this run: `kept_logs`, the log folders whose history the run keeps; `resumed_from`,
+    the checkpoint it resumes from."""
+    found = [(re.escape(LEAF_SPEC), r"lightning\.")]
     if keeps_its_place(datamodule):
-        found.append(re.escape(NOT_RESUMABLE))
+        found.append((re.escape(NOT_RESUMABLE), ""))
     if loads_in_process(datamodule):
-        found.append(re.escape(ITERABLE_LEN))
-    if resumes_own_run:
-        found += [CHECKPOINT_DIR, LOGS_DIR]
+        found.append((re.escape(ITERABLE_LEN), ""))
+    if resumed_from:
+        found.append((re.escape(CHECKPOINT_DIR.format(Path(resumed_from).parent)), ""))
+    found += [(re.escape(LOGS_DIR.format(folder)), "") for folder in kept_logs]
     return found
 
 
 @contextmanager
-def false_warnings_silenced(datamodule, resumes_own_run: bool = False) -> Iterator[None]:
+def false_warnings_silenced(datamodule, kept_logs=(), resumed_from: str | None = None) -> Iterator[None]:
     """Run the block with the warnings `false_here` names silenced; every other warning as before."""
     with warnings.catch_warnings():
-        for message in false_here(datamodule, resumes_own_run):
-            warnings.filterwarnings("ignore", message=message)
+        for message, module in false_here(datamodule, kept_logs, resumed_from):
+            warnings.filterwarnings("ignore", message=message, module=module)
         yield

@@ -136,9 +136,8 @@ def train(cfg: DictConfig, output_dir: Path, choices: dict | None = None, overri
         # after the keys a W&B panel is drawn from: family, preset, corpus, task, recipe, sizes (seqbench.dashboard)
         hparams = run_config(cfg, choices, datamodule.spec.task, params, metrics["params_non_embedding"])
         ckpt_path = _resume_from(cfg, trainer) if cfg.get("train", True) else None
-        own = ckpt_path is not None and Path(output_dir).resolve() in Path(ckpt_path).resolve().parents
-        quiet.enter_context(false_warnings_silenced(datamodule, resumes_own_run=own))  # until the run ends
-        _keep_history(trainer, ckpt_path)  # before a logger writes: Lightning's CSV writer starts a new file
+        kept = _keep_history(trainer, ckpt_path)  # before a logger writes: Lightning's CSV writer starts a new file
+        quiet.enter_context(false_warnings_silenced(datamodule, kept, ckpt_path))  # until the run ends
         for logger in trainer.loggers:
             logger.log_hyperparams(hparams)
         define_summaries(trainer, model.task)
@@ -172,7 +171,6 @@ def train(cfg: DictConfig, output_dir: Path, choices: dict | None = None, overri
         workers = cfg.data.get("num_workers", 0) or 0
         metrics.update(status="completed", device=_device_name(trainer, workers), world_size=trainer.world_size)
         write_summary(trainer, metrics)
-        log.info(closing_line(metrics, output_dir, time.time() - started))
         return metrics
     except BaseException as exc:
         metrics.update(status="failed", error=f"{type(exc).__name__}: {exc}")
@@ -190,11 +188,13 @@ def train(cfg: DictConfig, output_dir: Path, choices: dict | None = None, overri
         if _is_rank_zero():
             write_metrics(metrics_path, metrics)
         _finish_wandb()
+        if metrics["status"] == "completed" and _is_rank_zero():
+            log.info(closing_line(metrics, output_dir, metrics["wall_time_s"]))  # after W&B's own summary
 
 
 def closing_line(metrics: dict[str, Any], output_dir: Path, seconds: float) -> str:
-    """A run's last line: what it scored on test and where its files are, so that a user reads the result
-    and finds the folder without searching the log (`metrics.json` is written as the run returns)."""
+    """A completed run's last line (after W&B's summary, rank zero only): what it scored on test and where its
+    files are, so that a user reads the result and finds the folder without searching the log."""
     tested = [f"{k} {v:.4g}" for k, v in metrics.items()
               if k.startswith("test/") and isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)]
     folder = Path(output_dir)
@@ -203,7 +203,7 @@ def closing_line(metrics: dict[str, Any], output_dir: Path, seconds: float) -> s
              *([f"checkpoints/ ({', '.join(ckpts)})"] if ckpts else []),
              *(f"{p.relative_to(folder).as_posix()}" for p in sorted(folder.glob("csv/**/metrics.csv")))]
     minutes, secs = divmod(round(seconds), 60)
-    return (f"done in {minutes // 60}:{minutes % 60:02d}:{secs:02d}" + (f" · {', '.join(tested[:6])}" if tested else "")
+    return (f"done in {minutes // 60}:{minutes % 60:02d}:{secs:02d}" + (f" · {', '.join(tested)}" if tested else "")
             + f" · in {folder}: {', '.join(files)}")
 
 
@@ -218,21 +218,24 @@ def _resume_from(cfg: DictConfig, trainer: L.Trainer) -> str | None:
     return ckpt_path
 
 
-def _keep_history(trainer: L.Trainer, ckpt_path: str | None) -> None:
+def _keep_history(trainer: L.Trainer, ckpt_path: str | None) -> list[str]:
     """A run resumed in its own directory keeps its CSV history up to the checkpoint's step
-    (`seqbench.csv_logger`); a checkpoint of another run (`ckpt_path=` elsewhere) starts a new one."""
+    (`seqbench.csv_logger`); a checkpoint of another run (`ckpt_path=` elsewhere) starts a new one.
+    Returns the log folders whose history is kept (Lightning's warning that it deletes them is false there)."""
     from seqbench.checkpoints import load_checkpoint
     from seqbench.csv_logger import CSVLogger
 
     loggers = [lg for lg in trainer.loggers if isinstance(lg, CSVLogger)]
     if not ckpt_path or not loggers or not Path(ckpt_path).is_file():
-        return
-    step = None
+        return []
+    step, kept = None, []
     for logger in loggers:
         if Path(logger.save_dir).resolve() in Path(ckpt_path).resolve().parents:  # the run's own checkpoint
             if step is None:
                 step = int(load_checkpoint(ckpt_path, "the checkpoint this run resumes", mmap=True)["global_step"])
             logger.resume_at(step)
+            kept.append(logger.log_dir)
+    return kept
 
 
 def _device_name(trainer: L.Trainer, workers: int = 0) -> str:

@@ -23,6 +23,7 @@ from omegaconf import OmegaConf
 
 from seqbench.report import Run
 
+
 def heldout_halves(experiment: str) -> bool:
     """Whether the tuning experiment selects on one half of the validation split and scores on the other."""
     from seqbench.compose import CONF_DIR

@@ -57,5 +57,7 @@ def test_eval_rescores_a_checkpoint_with_another_stride_as_the_readme_says(tmp_p
         out = run_cli([f"ckpt_path={ckpt}", "split=valid", f"data.eval_stride={stride}", "data.eval_batch_size=64",
                        f"hydra.run.dir={tmp_path / str(stride)}"], tmp_path, script="eval.py")
         assert out.returncode == 0, out.stderr[-2000:]
+    # its last line: the scores on the split it evaluated and where they are
+    assert "done in " in out.stdout and " · val/loss " in out.stdout and ": eval_metrics.json, eval.log" in out.stdout
     loss = {s: json.loads((tmp_path / str(s) / "eval_metrics.json").read_text())["val/loss"] for s in (16, 8)}
     assert loss[8] != loss[16]  # the stride reached the data module: other windows, another loss

@@ -15,12 +15,17 @@ def test_the_closing_line_gives_the_test_scores_and_the_files_there_are(tmp_path
         (tmp_path / "checkpoints" / name).write_bytes(b"")
     (tmp_path / "csv").mkdir()
     (tmp_path / "csv" / "metrics.csv").write_text("step\n")
+    (tmp_path / "train.log").write_text("")
+    (tmp_path / "config_tree.log").write_text("")
     metrics = {"test/loss": 4.03187, "test/ppl": 56.3666, "test/acc": float("nan"), "test/solved": True,
                "val/loss": 3.9, "params": 10}
     line = closing_line(metrics, tmp_path, 3725.4)
     assert line.startswith("done in 1:02:05 · test/loss 4.032, test/ppl 56.37 · in ")
     assert "val/loss" not in line and "nan" not in line and "solved" not in line  # only finite test numbers
-    assert line.endswith(": metrics.json, checkpoints/ (best-epoch003.ckpt, last.ckpt), csv/metrics.csv")
+    assert line.endswith(": metrics.json, train.log, checkpoints/ (best-epoch003.ckpt, last.ckpt), csv/metrics.csv")
+    evaluated = closing_line({"val/loss": 1.5, "test/loss": 9.0}, tmp_path / "empty", 1, scores="val/",
+                             record="eval_metrics.json")
+    assert evaluated == f"done in 0:00:01 · val/loss 1.5 · in {tmp_path / 'empty'}: eval_metrics.json"
     assert closing_line({}, tmp_path / "empty", 0).endswith("done in 0:00:00 · in " + str(tmp_path / "empty")
                                                              + ": metrics.json")
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import logging
 import sys
+import time
 from pathlib import Path
 
 import hydra
@@ -24,7 +25,7 @@ from seqbench.config_check import check_ckpt_path
 from seqbench.console import log_once
 from seqbench.errors import ConfigError
 from seqbench.lightning_warnings import false_warnings_silenced
-from seqbench.run import _finish_wandb, _is_rank_zero, build, instantiate, write_metrics
+from seqbench.run import _finish_wandb, _is_rank_zero, build, closing_line, instantiate, write_metrics
 
 log = logging.getLogger(__name__)
 
@@ -62,6 +63,7 @@ def run_config(cfg: DictConfig) -> DictConfig:
 
 
 def evaluate(cfg: DictConfig, output_dir: Path) -> dict:
+    started = time.time()
     log_once()
     L.seed_everything(cfg.seed, workers=True)
     if cfg.split not in ("valid", "test"):
@@ -90,6 +92,9 @@ def evaluate(cfg: DictConfig, output_dir: Path) -> dict:
     if _is_rank_zero():
         write_metrics(output_dir / "eval_metrics.json", metrics)
     _finish_wandb()
+    if _is_rank_zero():
+        log.info(closing_line(metrics, output_dir, time.time() - started, scores="val/" if cfg.split == "valid" else "test/",
+                              record="eval_metrics.json"))
     return metrics
 
 

@@ -192,18 +192,21 @@ def train(cfg: DictConfig, output_dir: Path, choices: dict | None = None, overri
             log.info(closing_line(metrics, output_dir, metrics["wall_time_s"]))  # after W&B's own summary
 
 
-def closing_line(metrics: dict[str, Any], output_dir: Path, seconds: float) -> str:
-    """A completed run's last line (after W&B's summary, rank zero only): what it scored on test and where its
-    files are, so that a user reads the result and finds the folder without searching the log."""
-    tested = [f"{k} {v:.4g}" for k, v in metrics.items()
-              if k.startswith("test/") and isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)]
+def closing_line(metrics: dict[str, Any], output_dir: Path, seconds: float, scores: str = "test/",
+                 record: str = "metrics.json") -> str:
+    """A completed run's last line (after W&B's summary, rank zero only): its finite `scores` (the metrics
+    under that prefix) and where its files are, so that a user reads the result and finds the folder without
+    searching the log. `record`: the run's metrics file, written as the run returns."""
+    scored = [f"{k} {v:.4g}" for k, v in metrics.items()
+              if k.startswith(scores) and isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)]
     folder = Path(output_dir)
     ckpts = sorted(p.name for p in (folder / "checkpoints").glob("*.ckpt"))
-    files = ["metrics.json", *(["train.log"] if (folder / "train.log").is_file() else []),
+    files = [record, *(p.name for p in sorted(folder.glob("*.log")) if p.name != "config_tree.log"),
+             *(["samples.txt"] if (folder / "samples.txt").is_file() else []),
              *([f"checkpoints/ ({', '.join(ckpts)})"] if ckpts else []),
              *(f"{p.relative_to(folder).as_posix()}" for p in sorted(folder.glob("csv/**/metrics.csv")))]
     minutes, secs = divmod(round(seconds), 60)
-    return (f"done in {minutes // 60}:{minutes % 60:02d}:{secs:02d}" + (f" · {', '.join(tested)}" if tested else "")
+    return (f"done in {minutes // 60}:{minutes % 60:02d}:{secs:02d}" + (f" · {', '.join(scored)}" if scored else "")
             + f" · in {folder}: {', '.join(files)}")
 
 

@@ -10,6 +10,7 @@ import pytest
 from conftest import ROOT
 
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+EXPERIMENT_PAGES = sorted((ROOT / "experiments").glob("*.md"))  # they cite the texts in ../shared/reading as sources
 LINK = re.compile(r"\]\(([^)\s]+)\)")
 CODE_PATH = re.compile(r"`(\.\./[^`]*)`")
 
@@ -19,10 +20,12 @@ def _slug(heading: str) -> str:
     return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
 
 
-@pytest.mark.parametrize("page", PAGES, ids=lambda p: p.relative_to(ROOT).as_posix())
+@pytest.mark.parametrize("page", PAGES + EXPERIMENT_PAGES, ids=lambda p: p.relative_to(ROOT).as_posix())
 def test_every_link_and_path_stays_inside_the_repository_and_exists(page):
+    """A page moved or a heading renamed (tuning-protocol.md's log went to a page of its own) breaks no link."""
     text = page.read_text(encoding="utf-8")
-    assert not CODE_PATH.findall(text), f"{page.name} names paths outside the repository: {CODE_PATH.findall(text)}"
+    if page not in EXPERIMENT_PAGES:
+        assert not CODE_PATH.findall(text), f"{page.name} names paths outside the repository: {CODE_PATH.findall(text)}"
     for target in LINK.findall(text):
         if re.match(r"[a-z]+://", target):
             continue

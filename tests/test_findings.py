@@ -87,13 +87,16 @@ def test_before_equal_tuning_is_read_from_the_records_commands(frontier_ledger):
     assert "before equal tuning" not in headline.claim(Ledger(frontier_ledger)).verdict
 
 
-def _tuned_record(root: Path, corpus: str, cells: list[tuple]) -> None:
+def _tuned_record(root: Path, corpus: str, cells: list[tuple], planned: dict[float, int] | None = None) -> None:
     """A frontier-after-tuning record for `corpus` whose verdict.csv holds `cells`:
-    (budget, family, seeds, score mean, score sd or None)."""
+    (budget, family, seeds, score mean, score sd or None); with `planned` (budget -> seeds the protocol plans
+    there) it has the `seeds_planned` column, without it it is a record written before that column."""
     path = root / headline.AFTER_TUNING[corpus]
     path.parent.mkdir(parents=True, exist_ok=True)
-    lines = ["budget,family,params_non_embedding,seeds,score_mean,score_sd,low,high,selection_mean,held_out,tier_verdict,tied"]
-    lines += [f"{b:.0e},{f},76000,{n},{m},{'' if sd is None else sd},,,{m},True,," for b, f, n, m, sd in cells]
+    extra = ",seeds_planned" if planned is not None else ""
+    lines = ["budget,family,params_non_embedding,seeds,score_mean,score_sd,low,high,selection_mean,held_out,tier_verdict,tied" + extra]
+    lines += [f"{b:.0e},{f},76000,{n},{m},{'' if sd is None else sd},,,{m},True,,"
+              + (f",{planned[b]}" if planned is not None else "") for b, f, n, m, sd in cells]
     path.write_text("\n".join(lines) + "\n")
     (path.parent / RECORD).write_text(json.dumps({"records": [{"files": ["verdict.csv"], "command": "made by a test",
                                                                "git_commit": "x", "hardware": "h", "date": "d", "wall_time": "1 s"}]}))
@@ -109,6 +112,21 @@ def test_the_headline_reads_the_tuned_frontier_where_it_is_recorded(frontier_led
     assert c.verdict == headline.HOLDS, c.verdict
     assert all("frontier-after-tuning" in f for f in c.figures)
     assert sum("intervals apart" in line for line in c.answer) == 4
+
+
+def test_the_tier_beyond_is_complete_at_the_two_seeds_it_plans(frontier_ledger):
+    # bug caught: the 1e14 cells (two seeds by the protocol) counted against three, so the headline would
+    # read "partial" for good once the tier beyond is recorded; one seed there is still partial
+    planned = {1e12: 3, 1e14: 2}
+    for corpus in headline.CORPORA:
+        _tuned_record(frontier_ledger, corpus, [(1e12, "transformer", 3, 1.5, 0.01), (1e12, "lstm", 3, 1.8, 0.01),
+                                                (1e14, "transformer", 2, 1.2, 0.01), (1e14, "lstm", 2, 1.4, 0.01)], planned)
+    c = headline.claim(Ledger(frontier_ledger))
+    assert "partial" not in c.verdict and "the 1e14 tier" not in c.would_change, (c.verdict, c.would_change)
+    _tuned_record(frontier_ledger, "PTB", [(1e12, "transformer", 3, 1.5, 0.01), (1e12, "lstm", 3, 1.8, 0.01),
+                                           (1e14, "transformer", 1, 1.2, None), (1e14, "lstm", 2, 1.4, 0.01)], planned)
+    c = headline.claim(Ledger(frontier_ledger))
+    assert "partial: 7 of 8 cells with 3 seeds; 2 at 1e14, the tier beyond" in c.verdict, c.verdict
 
 
 def test_a_tuned_record_without_a_cell_is_not_read_as_a_finished_tuned_answer(frontier_ledger):

@@ -184,3 +184,17 @@ def test_what_the_final_cells_lack_is_said_per_tier():
     text = ft.missing(runs, ["lstm", "gpt"], ["s", "m", "l"], [1e12, 1e13])
     assert text == "Not run yet: at 1e13: no run yet for gpt; lstm 2 of 3 sizes."
     assert ft.missing(runs[:6], ["lstm", "gpt"], ["s", "m", "l"], [1e12]).startswith("Every family")
+
+
+def test_the_tier_beyond_is_complete_at_two_seeds_and_a_frontier_tier_at_three():
+    # bug caught: the tier beyond the frontier (1e14, two seeds by the protocol: Chain.top) counted against
+    # three seeds, so the record (and the findings that read it) would stay "partial" after every run
+    runs = [_final("lstm", 1e13, 1.0, 256, 1.5, 1.5 + s / 100, seed=s) for s in (1, 2)]
+    runs += [_final("lstm", 1e14, 1.0, 256, 1.3, 1.3 + s / 100, seed=s) for s in (1, 2)]
+    from seqbench.verdict import cells
+
+    rows = {r["budget"]: r for r in ft.verdict_rows(cells(runs), [1e12, 1e13])}
+    assert (rows["1e+13"]["seeds"], rows["1e+13"]["seeds_planned"]) == (2, 3)
+    assert (rows["1e+14"]["seeds"], rows["1e+14"]["seeds_planned"]) == (2, 2)
+    assert ft.seed_count(runs, [1e12, 1e13]).startswith("1 of the 2 cells the verdict reads have their 3 seeds")
+    assert ft.seed_count(runs[:2], [1e12, 1e13]) == "0 of the 1 cells the verdict reads have 3 seeds or more"

@@ -152,7 +152,7 @@ class Chain:
         of one family before the next family: the tier's runs take several sessions, and a chain stopped
         half-way would leave some families with two seeds and others with none. Seed by seed, every
         family has its first number before any has its second."""
-        from seqbench.final_cells import Experiment, chosen_sizes, command, flops_text
+        from seqbench.final_cells import TOP_SEEDS, Experiment, chosen_sizes, command, flops_text
         from seqbench.transfer import setting_at
 
         experiment = Experiment(self.experiment)
@@ -166,7 +166,7 @@ class Chain:
         first_seed = OmegaConf.load(experiment.conf_dir / "train.yaml").seed
         tier = flops_text(highest * 10)
         return parse_commands([command(f"{experiment.frontier}_tuned_top_{tier}_seed{seed}", experiment,
-                                       [highest * 10], str(seed), settings) for seed in (first_seed, 2)])
+                                       [highest * 10], str(seed), settings) for seed in (first_seed, *range(2, TOP_SEEDS + 1))])
 
     def _searches(self) -> list:
         """The search's runs (its grid and the grid's extension) as `Search`es: read once for a step,

@@ -37,6 +37,14 @@ from seqbench.families import order
 
 # what every final run sets: the held-out score, the curves, and no grid (per_family sets each family's)
 FINAL = ("test=true", "budget.evals=10", "tune.lr_scale=1", "tune.tokens_per_step=null")
+# the seeds a chosen cell gets (issue 36): three at the frontier's tiers, two at the tier beyond (`Chain.top`)
+SEEDS, TOP_SEEDS = 3, 2
+
+
+def planned_seeds(budget: float, tiers) -> int:
+    """The seeds the protocol gives the chosen cell at `budget`: a tier above the frontier's `tiers` is the
+    tier beyond, which runs two; the frontier's own run three. A cell is complete at this many, not before."""
+    return TOP_SEEDS if budget > max(tiers) else SEEDS
 
 
 def size_of(run) -> str | None:

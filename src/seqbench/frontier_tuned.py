@@ -29,10 +29,12 @@ from seqbench.frontier_untuned import before_runs
 from seqbench.tuning_effect import changes, effect_markdown, effect_rows, heldout_halves, on_whole_split, plot_effect
 
 
-def verdict_rows(cs: list) -> list[dict]:
-    """One row per (tier, family) the verdict reads: the chosen cell's score over seeds and the tier's call,
-    for the readers of the record (`seqbench.findings.headline`)."""
+def verdict_rows(cs: list, tiers: list[float]) -> list[dict]:
+    """One row per (tier, family) the verdict reads: the chosen cell's score over seeds, the seeds the
+    protocol plans for it (`final_cells.planned_seeds`; the frontier's `tiers` three, the tier beyond two)
+    and the tier's call, for the readers of the record (`seqbench.findings.headline`)."""
     from seqbench.families import order
+    from seqbench.final_cells import planned_seeds
     from seqbench.verdict import verdict
 
     rows = []
@@ -43,6 +45,7 @@ def verdict_rows(cs: list) -> list[dict]:
             c, i = v.entries[family], v.entries[family].interval
             finite = math.isfinite(i.low)
             rows.append({"budget": f"{tier:.0e}", "family": family, "params_non_embedding": c.params, "seeds": i.n,
+                         "seeds_planned": planned_seeds(tier, tiers),
                          "score_mean": f"{i.mean:.4f}", "score_sd": "" if i.sd is None else f"{i.sd:.4f}",
                          "low": f"{i.low:.4f}" if finite else "", "high": f"{i.high:.4f}" if finite else "",
                          "selection_mean": f"{c.selected_by:.4f}", "held_out": c.held_out, "tier_verdict": call,
@@ -117,13 +120,18 @@ def missing(runs, families: list[str], sizes: list[str], tiers: list[float]) -> 
     return ("Not run yet: " + "; ".join(parts) + ".") if parts else "Every family has run every size at every tier."
 
 
-def seed_count(runs) -> str:
+def seed_count(runs, tiers: list[float]) -> str:
+    """How many of the cells the verdict reads have the seeds the protocol plans for them (the frontier's
+    `tiers` three, the tier beyond two: `final_cells.planned_seeds`)."""
+    from seqbench.final_cells import SEEDS, TOP_SEEDS, planned_seeds
     from seqbench.verdict import cells, verdict
 
     cs = cells(runs)
     entries = [c for tier in sorted({c.budget for c in cs}) for c in verdict(cs, tier).entries.values()]
-    full = sum(len(c.score) >= 3 for c in entries)
-    return f"{full} of the {len(entries)} cells the verdict reads have 3 seeds or more"
+    full = sum(len(c.score) >= planned_seeds(c.budget, tiers) for c in entries)
+    beyond = any(c.budget > max(tiers) for c in entries)
+    planned = f"their {SEEDS} seeds or more ({TOP_SEEDS} at the tier beyond the frontier)" if beyond else f"{SEEDS} seeds or more"
+    return f"{full} of the {len(entries)} cells the verdict reads have {planned}"
 
 
 def main(argv: list[str] | None = None) -> str:
@@ -149,11 +157,12 @@ def main(argv: list[str] | None = None) -> str:
     from seqbench.final_cells import Experiment
 
     experiment = Experiment(args.experiment)
-    tiers = sorted({*experiment.tiers(), *(float(r.metrics["budget/flops"]) for r in runs)})
+    frontier_tiers = experiment.tiers()
+    tiers = sorted({*frontier_tiers, *(float(r.metrics["budget/flops"]) for r in runs)})
     read = (f"Read at {utc_now()} from {', '.join(d.name for d in final_dirs(chain))} under {args.root}: "
             f"{len(runs)} completed runs at their tier's setting ({set_aside} at a setting the transfer check rejected set "
             f"aside; {failed} failed); "
-            f"{seed_count(runs)}. {missing(runs, order(experiment.presets), experiment.sizes, tiers)}")
+            f"{seed_count(runs, frontier_tiers)}. {missing(runs, order(experiment.presets), experiment.sizes, tiers)}")
     text = f"## Verdict after tuning\n\n{verdict_text}\n\n{read}"
     if args.before:
         before = [r for path in args.before for r in before_runs(path)]
@@ -168,7 +177,7 @@ def main(argv: list[str] | None = None) -> str:
 
         args.report.mkdir(parents=True, exist_ok=True)
         (args.report / "verdict.md").write_text(f"# The frontier after tuning: {args.experiment}\n\n{text}\n", encoding="utf-8")
-        _write_csv(args.report / "verdict.csv", verdict_rows(cells(runs)))
+        _write_csv(args.report / "verdict.csv", verdict_rows(cells(runs), frontier_tiers))
         files = ["verdict.md", "verdict.csv"]
         if args.before:
             _write_csv(args.report / "effect.csv", effect_rows(found))

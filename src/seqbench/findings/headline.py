@@ -32,7 +32,7 @@ LATER = {"Tiny Shakespeare": ["experiments/figures/frontier-shakespeare-parallel
 # the frontier after tuning (`python -m seqbench.frontier_tuned ... --report <folder>`): read instead where recorded
 AFTER_TUNING = {"Tiny Shakespeare": "experiments/figures/frontier-after-tuning-shakespeare/verdict.csv",
                 "PTB": "experiments/figures/frontier-after-tuning-ptb/verdict.csv"}
-SEEDS = 3  # the seeds a verdict's cell needs (issue 36)
+SEEDS = 3  # the seeds a verdict's cell needs (issue 36); a record's `seeds_planned` says where it plans fewer
 TUNED = "experiment=tune_frontier"  # the equal-budget search's experiments (tune_frontier, tune_frontier_ptb)
 GPU_RUNS = {"medium": "experiments/records/2026-11-26-h100/zaremba_medium/metrics.json",
             "large": "experiments/records/2026-11-26-h100/zaremba_large/metrics.json"}
@@ -85,6 +85,8 @@ def tuned_rows(ledger, corpus: str) -> list[dict] | None:
         by_budget.setdefault(float(row["budget"]), {})[row["family"]] = {
             "mean": float(row["score_mean"]), "sd": float(row["score_sd"]) if row["score_sd"] else None,
             "n": int(row["seeds"]), "source": path,
+            # the tier beyond the frontier plans two seeds, the frontier's tiers three (records before it: three)
+            "planned": int(row.get("seeds_planned") or SEEDS),
             # a cell whose runs had no test scores its selection loss again: said beside its number
             "size": size if row["held_out"] == "True" else f"{size}, no held-out score"}
     return [{"budget": budget, "cells": cells} for budget, cells in sorted(by_budget.items())] or None
@@ -109,6 +111,7 @@ def claim(ledger) -> Claim:
     wins, leads, tiers, untuned, spreads = [], [], 0, [], []
     number, closest = None, None
     read, full, cells_read, compared, single = [], 0, 0, 0, 0
+    fewer: dict[float, int] = {}  # a tier whose cells the protocol gives fewer seeds (the tier beyond): how many
     for corpus, first in CORPORA.items():
         rows = tuned_rows(ledger, corpus)
         if rows is None:
@@ -123,7 +126,8 @@ def claim(ledger) -> Claim:
                    if c["sd"] is not None]
             spread = max(sds) if sds else None
             cells_read += sum(len(r["cells"]) for r in rows)
-            full += sum(c["n"] >= SEEDS for r in rows for c in r["cells"].values())
+            full += sum(c["n"] >= c["planned"] for r in rows for c in r["cells"].values())
+            fewer |= {r["budget"]: c["planned"] for r in rows for c in r["cells"].values() if c["planned"] < SEEDS}
         read.append(path)
         if spread:
             spreads.append(f"{ledger.number(spread[0], path).md()} ({corpus}, {spread[1]})")
@@ -157,7 +161,9 @@ def claim(ledger) -> Claim:
             else:
                 closest = max(closest or (gap, path), (gap, path))
     tuned = [c for c in CORPORA if c not in untuned and AFTER_TUNING[c] in read]
-    partial = f"after equal tuning, partial: {full} of {cells_read} cells with {SEEDS} seeds" if full < cells_read else ""
+    beyond = "".join(f"; {n} at {_budget(b)}, the tier beyond" for b, n in sorted(fewer.items()))
+    plan = f"{SEEDS} seeds{beyond}"
+    partial = f"after equal tuning, partial: {full} of {cells_read} cells with {plan}" if full < cells_read else ""
     before = f" ({'; '.join(x for x in ('before equal tuning' if untuned else '', partial) if x)})" if untuned or partial else ""
     detail = (f"The {' and '.join(untuned)} records ran each family's own recipe, not the equal-budget search "
               f"`{TUNED}`. " if untuned else "")
@@ -190,8 +196,8 @@ def claim(ledger) -> Claim:
                    "than that between one-seed entries is not a ranking.",
         would_change=("The equal-budget search for every family (`experiment=tune_frontier`, `tune_frontier_ptb`: "
                       "issue 36) with ≥ 3 seeds per cell and a held-out score; " if untuned else
-                      f"The remaining seeds ({SEEDS} per cell); " if partial else "")
-                     + "the 1e14 tier; the GPU tier, toward the compute where Kaplan et al. (2020) place the crossover.",
+                      f"The remaining seeds ({SEEDS} per cell{beyond}); " if partial else "")
+                     + ("" if fewer else "the 1e14 tier; ") + "the GPU tier, toward the compute where Kaplan et al. (2020) place the crossover.",
         number=number or (ledger.number(closest[0], closest[1], "{:+.3f}") if closest else None),
         number_label=("attention's lead where it leads (nats, recurrent − attention)" if number else
                       "attention's smallest deficit (nats, recurrent − attention; negative: recurrence lower)"),
@@ -204,7 +210,7 @@ def claim(ledger) -> Claim:
                       *(["The tuned frontier (issue 36): `bash scripts/campaign_background.sh tune_frontier` (and "
                          "`tune_frontier_ptb`), then `python -m seqbench.frontier_tuned` on its final cells."] if untuned
                         else [f"The final cells' remaining seeds: {cells_read - full} of {cells_read} cells have fewer than "
-                              f"{SEEDS} (the chains of experiments/tuning-protocol.md)."] if partial else []),
+                              f"{plan} (the chains of experiments/tuning-protocol.md)."] if partial else []),
                       "The matched-size comparisons (`ptb-families.md`, `shakespeare-families.md`): their runs' "
                       "metrics were not committed; `python src/train.py -m experiment=ptb_families` (and "
                       "`shakespeare_families`) then `python -m seqbench.report <sweep> --out "

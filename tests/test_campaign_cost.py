@@ -114,3 +114,14 @@ def test_the_cost_report_is_written_with_its_record_and_runs_nothing(tmp_path, c
     text = (tmp_path / "cost" / "cost.md").read_text()
     assert f"| search | {20 * len(compared())} | 1 | {20 * len(compared()) - 1} | 1.00 |" in text
     assert text.split("# The tuning chain's cost: tune_frontier_ptb\n\n")[1].strip() in capsys.readouterr().out
+
+
+def test_the_tier_beyond_is_estimated_from_the_size_chosen_at_the_highest_tier(tmp_path):
+    # bug caught: every size's runs pooled into a family's seconds per FLOP, so the 1e14 runs of the LSTM
+    # (size m chosen at 1e13, the lower loss) were costed at the slow size s's rate too:
+    # 2 x (50 + 500) s / 2e13 FLOPs x 1e14 = 5,500 s, not m's 2 x 5e-12 x 1e14 = 1,000 s
+    chain = _chain_with_runs(tmp_path)  # its 1e13 size run: size m, loss 6.0, 5e-12 s/FLOP
+    job(tmp_path / "frontier_tuned_sizes", 1, LSTM, 1, None, budget=1e13, wall=500.0, loss=6.5, size="s", **SHAKESPEARE)
+    chain.top_families = (LSTM,)
+    (top,) = rows(chain, ["top"])
+    assert top.estimated_s == pytest.approx(1000.0)

@@ -26,7 +26,7 @@ LSTM, GPT = "lstm", "gpt"
 
 
 def job(sweep, n, family, lr, tokens, loss=6.0, status="completed", corpus="ptb", heldout=False, finished=True,
-        budget=1e12, wall=10.0, gap=None, baseline=None):
+        budget=1e12, wall=10.0, gap=None, baseline=None, size="m"):
     """A job directory as a tuning sweep leaves it: the saved config and choices, and metrics.json once
     the run has ended (`finished`)."""
     d = sweep / str(n)
@@ -41,7 +41,7 @@ def job(sweep, n, family, lr, tokens, loss=6.0, status="completed", corpus="ptb"
     if finished:
         metrics = {"status": status, "val/loss_best": loss, "val/loss": loss, "train/loss": 6.5, "wall_time_s": wall,
                    "budget/flops": budget, "budget/max_steps": 100, "curve/tokens": 100.0 * (tokens or 700),
-                   "params_non_embedding": 1000, "tune/size": "m", "tune/recipe_lr": 1.0}
+                   "params_non_embedding": 1000, "tune/size": size, "tune/recipe_lr": 1.0}
         if lr is not None:
             metrics.update({"tune/lr_scale": lr, "tune/lr": lr})
         if tokens is not None:

@@ -23,7 +23,8 @@ about 2x low; the plan and its cuts need the runs' own numbers. Per step of the 
 - **estimated core-hours** of each remaining job: linear in its FLOPs budget, seconds per FLOP taken
   from the same family's finished runs at the tuned setting (the search's trials at the family's
   tuned tokens per step, `tuning.per_family`, and every transfer, sizes, seeds and top run) at the
-  tier nearest the job's (in log distance). The measured time holds a part that does not grow
+  tier nearest the job's (in log distance); at a tier where the size selection has chosen the family's
+  size (on its runs so far, every setting among them), that size's runs alone. The measured time holds a part that does not grow
   with the FLOPs (start-up, data loading, the validations), and the model scales it with them: a tier
   above the measured one is over-estimated by that part, a tier below under-estimated, and a run that
   validates more often than the measured ones (the final cells against the search's trials) costs
@@ -95,14 +96,25 @@ def finished_runs(dirs: list[Path]) -> list:
 Rates = dict[str, dict[float, tuple[float, float]]]  # family -> tier -> (summed seconds, summed FLOPs)
 
 
-def rates(runs, tuned: dict[str, dict], search_names: set[str]) -> Rates:
+def rates(runs, tuned: dict[str, dict], search_names: set[str],
+          chosen: dict[tuple[str, float], str] | None = None) -> Rates:
     """What each family's runs at the tuned setting cost, per tier: of the search's trials (sweeps named
-    in `search_names`) only those at the family's tuned tokens per step, every run of the later steps."""
+    in `search_names`) only those at the family's tuned tokens per step, every run of the later steps.
+    `chosen` ((family, tier) -> the size chosen there, `final_cells.chosen_sizes`): at a tier where the
+    family's size is chosen, only that size's runs count. A family's sizes differ several-fold in seconds
+    per FLOP (the small ones see more tokens and take more steps for the same FLOPs: Tiny Shakespeare's
+    LSTM at 1e13, 13 minutes at size s against 3 at l), and the remaining seeds and the tier beyond train
+    the chosen size alone."""
+    from seqbench.final_cells import size_of
+
     out: Rates = {}
     for r in runs:
         m = r.metrics
         seconds = run_seconds(m)
         if seconds is None or not m.get("budget/flops"):
+            continue
+        size = (chosen or {}).get((r.family, float(m["budget/flops"])))
+        if size is not None and size_of(r) != size:
             continue
         used = None if m.get("tune/tokens_per_step") is None else round(m["tune/tokens_per_step"])
         if r.path.parent.name in search_names and (r.family not in tuned
@@ -173,7 +185,8 @@ def markdown(rows: list[Row], jobs_at_once: int, read_at: str, root: Path) -> st
         "segment (`seqbench.clocks.run_seconds`).",
         "",
         "Cost estimated: each remaining run's FLOPs budget x its family's seconds per FLOP, measured on its runs "
-        "at the tuned setting at the tier nearest the run's. Linear, with no fixed cost: the measured runs' "
+        "at the tuned setting at the tier nearest the run's (where the size selection has chosen the family's size "
+        "at that tier, on that size's runs alone). Linear, with no fixed cost: the measured runs' "
         "start-up and validations are scaled with the FLOPs, so a tier above the measured one is over-estimated "
         "and one below under-estimated; runs that validate more often than the measured ones (the final cells) "
         "cost more than this; a remaining search trial is costed at the tuned tokens per step."])
@@ -197,7 +210,7 @@ def _sweep_dirs(chain, frontier: str) -> dict[str, list[Path]]:
 def rows(chain, steps: list[str]) -> list[Row]:
     """One row per step of `steps`, read from the sweeps under `chain.root` (`seqbench.chain.Chain`)."""
     from seqbench.chain import DONE, searched_at
-    from seqbench.final_cells import Experiment
+    from seqbench.final_cells import Experiment, chosen_sizes
     from seqbench.tuning import per_family, summary
 
     experiment = Experiment(chain.experiment)
@@ -209,7 +222,7 @@ def rows(chain, steps: list[str]) -> list[Row]:
     runs = {step: finished_runs(d) for step, d in dirs.items()}
     tuned = per_family(summary(runs["search"] + runs["edges"]))
     measured = rates([r for step, rs in runs.items() if step != "untuned" for r in rs], tuned,
-                     {d.name for d in dirs["search"] + dirs["edges"]})
+                     {d.name for d in dirs["search"] + dirs["edges"]}, chosen_sizes(runs["sizes"]))
     searched = (chain.root / chain.experiment).is_dir()
     edges = chain.edges() if searched else []  # from the search so far where it has not finished
     out = []

@@ -117,11 +117,23 @@ def test_the_cost_report_is_written_with_its_record_and_runs_nothing(tmp_path, c
 
 
 def test_the_tier_beyond_is_estimated_from_the_size_chosen_at_the_highest_tier(tmp_path):
-    # bug caught: every size's runs pooled into a family's seconds per FLOP, so the 1e14 runs of the LSTM
-    # (size m chosen at 1e13, the lower loss) were costed at the slow size s's rate too:
-    # 2 x (50 + 500) s / 2e13 FLOPs x 1e14 = 5,500 s, not m's 2 x 5e-12 x 1e14 = 1,000 s
-    chain = _chain_with_runs(tmp_path)  # its 1e13 size run: size m, loss 6.0, 5e-12 s/FLOP
-    job(tmp_path / "frontier_tuned_sizes", 1, LSTM, 1, None, budget=1e13, wall=500.0, loss=6.5, size="s", **SHAKESPEARE)
+    # bugs caught: every size's runs pooled into a family's seconds per FLOP, so the 1e14 runs of the LSTM
+    # (size m chosen at 1e13) were costed at the slow size s's rate too: 2 x (50 + 50 + 500 + 500) s / 4e13
+    # FLOPs x 1e14 = 5,500 s, not m's 2 x 5e-12 x 1e14 = 1,000 s; the size chosen among runs at any setting
+    # (s, by a run at lr x1 that is not the LSTM's setting: 2 x 5e-11 x 1e14 = 10,000 s), not as Chain.top
+    # chooses it; the other steps, which train every size, costed at the chosen size's rate
+    chain = _chain_with_runs(tmp_path)  # LSTM tuned at lr x2, 512 tokens; its 1e13 size run: m at lr x1, 50 s
+    sizes = tmp_path / "frontier_tuned_sizes"
+    job(sizes, 1, LSTM, 2, 512, budget=1e13, wall=50.0, loss=6.0, size="m", **SHAKESPEARE)
+    job(sizes, 2, LSTM, 2, 512, budget=1e13, wall=500.0, loss=6.5, size="s", **SHAKESPEARE)
+    job(sizes, 3, LSTM, 1, None, budget=1e13, wall=500.0, loss=5.0, size="s", **SHAKESPEARE)
     chain.top_families = (LSTM,)
     (top,) = rows(chain, ["top"])
     assert top.estimated_s == pytest.approx(1000.0)
+    (seeds,) = rows(chain, ["seeds"])  # by the rule: two seeds a tier; 1e13 at m's rate, the chosen size
+    assert seeds.estimated_s == pytest.approx(2 * (1 + 10) + 2 * 50 + 2 * (4 + 40 + 400), rel=1e-6)
+    # the transfer check trains the searched size, not the chosen one: the pooled rate, (50 + 50 + 500 + 500) s
+    # / 4e13 FLOPs at 1e13; four trials a family (its rate and the rate and tokens neighbours the grid has)
+    # at each tier but the searched 1e12
+    (transfer,) = rows(chain, ["transfer"])
+    assert transfer.estimated_s == pytest.approx(4 * (1 + 275) + 4 * (4 + 400), rel=1e-6)

@@ -115,18 +115,22 @@ def test_the_headline_reads_the_tuned_frontier_where_it_is_recorded(frontier_led
 
 
 def test_the_tier_beyond_is_complete_at_the_two_seeds_it_plans(frontier_ledger):
-    # bug caught: the 1e14 cells (two seeds by the protocol) counted against three, so the headline would
-    # read "partial" for good once the tier beyond is recorded; one seed there is still partial
+    # bugs caught: the 1e14 cells (two seeds by the protocol) counted against three, so the headline would
+    # read "partial" for good once the tier beyond is recorded; one seed there still partial; "the 1e14 tier"
+    # dropped from what would change the answer once one corpus has it, though the other has not
     planned = {1e12: 3, 1e14: 2}
+    full = [(1e12, "transformer", 3, 1.5, 0.01), (1e12, "lstm", 3, 1.8, 0.01)]
     for corpus in headline.CORPORA:
-        _tuned_record(frontier_ledger, corpus, [(1e12, "transformer", 3, 1.5, 0.01), (1e12, "lstm", 3, 1.8, 0.01),
-                                                (1e14, "transformer", 2, 1.2, 0.01), (1e14, "lstm", 2, 1.4, 0.01)], planned)
+        _tuned_record(frontier_ledger, corpus, full + [(1e14, "transformer", 2, 1.2, 0.01), (1e14, "lstm", 2, 1.4, 0.01)], planned)
     c = headline.claim(Ledger(frontier_ledger))
     assert "partial" not in c.verdict and "the 1e14 tier" not in c.would_change, (c.verdict, c.would_change)
-    _tuned_record(frontier_ledger, "PTB", [(1e12, "transformer", 3, 1.5, 0.01), (1e12, "lstm", 3, 1.8, 0.01),
-                                           (1e14, "transformer", 1, 1.2, None), (1e14, "lstm", 2, 1.4, 0.01)], planned)
+    _tuned_record(frontier_ledger, "PTB", full + [(1e14, "transformer", 1, 1.2, None), (1e14, "lstm", 2, 1.4, 0.01)], planned)
     c = headline.claim(Ledger(frontier_ledger))
-    assert "partial: 7 of 8 cells with 3 seeds; 2 at 1e14, the tier beyond" in c.verdict, c.verdict
+    assert "partial: 7 of 8 cells with their planned seeds (3, 2 at 1e14))" in c.verdict, c.verdict
+    assert "The remaining seeds (3 per cell, 2 at 1e14)" in c.would_change, c.would_change
+    _tuned_record(frontier_ledger, "PTB", full, planned)  # PTB without the tier beyond
+    c = headline.claim(Ledger(frontier_ledger))
+    assert "partial" not in c.verdict and "the 1e14 tier on PTB;" in c.would_change, (c.verdict, c.would_change)
 
 
 def test_a_tuned_record_without_a_cell_is_not_read_as_a_finished_tuned_answer(frontier_ledger):

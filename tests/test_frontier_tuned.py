@@ -198,3 +198,25 @@ def test_the_tier_beyond_is_complete_at_two_seeds_and_a_frontier_tier_at_three()
     assert (rows["1e+14"]["seeds"], rows["1e+14"]["seeds_planned"]) == (2, 2)
     assert ft.seed_count(runs, [1e12, 1e13]).startswith("1 of the 2 cells the verdict reads have their 3 seeds")
     assert ft.seed_count(runs[:2], [1e12, 1e13]) == "0 of the 1 cells the verdict reads have 3 seeds or more"
+
+
+def test_the_tier_beyond_is_not_read_as_lacking_the_sizes_or_seeds_it_never_trains():
+    # bug caught: the tier beyond counted as a frontier tier, so the record said "at 1e14: lstm 1 of 3 sizes"
+    # for good, though that tier trains its families at their chosen size alone, two seeds each (Chain.top)
+    from seqbench.final_cells import Experiment
+
+    experiment = Experiment("tune_frontier")
+
+    def run(family, tier, size, seed):
+        r = _final(family, tier, 1.0, 256, 2.0, 2.0 + seed / 1000, seed=seed, params={"s": 1, "m": 2, "l": 3}[size])
+        r.metrics["tune/size"] = size
+        return r
+
+    # the frontier complete: every size once (seed 1234), seeds 2 and 3 of size m
+    runs = [run(f, t, size, 1234) for f in experiment.presets for t in experiment.tiers() for size in "sml"]
+    runs += [run(f, t, "m", seed) for f in experiment.presets for t in experiment.tiers() for seed in (2, 3)]
+    runs += [run("lstm", 1e14, "l", seed) for seed in (1234, 2)]  # the tier beyond: one size, two seeds
+    cells = len(experiment.presets) * len(experiment.tiers()) + 1
+    assert ft.coverage(runs, experiment) == (
+        f"{cells} of the {cells} cells the verdict reads have their 3 seeds or more (2 at the tier beyond the "
+        "frontier). Every family has run every size at every tier of the frontier.")

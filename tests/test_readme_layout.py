@@ -10,7 +10,7 @@ import pytest
 from conftest import ROOT
 
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
-EXPERIMENT_PAGES = sorted((ROOT / "experiments").glob("*.md"))  # they cite the texts in ../shared/reading as sources
+EXPERIMENT_PAGES = sorted((ROOT / "experiments").rglob("*.md"))  # the pages and the generated reports; they cite ../shared/reading
 LINK = re.compile(r"\]\(([^)\s]+)\)")
 CODE_PATH = re.compile(r"`(\.\./[^`]*)`")
 

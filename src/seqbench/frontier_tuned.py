@@ -102,8 +102,9 @@ def after_runs(chain) -> tuple[list, int, int]:
 
 
 def missing(runs, families: list[str], sizes: list[str], tiers: list[float]) -> str:
-    """What the final cells lack so far, tier by tier: the families with no completed run there, and the
-    sizes a family has not run yet (its cell is chosen among those it has)."""
+    """What the final cells lack so far at the frontier's `tiers`, tier by tier: the families with no
+    completed run there, and the sizes a family has not run yet (its cell is chosen among those it has).
+    The tier beyond trains some families at one size each (`Chain.top`): its row in the verdict shows them."""
     from seqbench.final_cells import flops_text, size_of
 
     ran: dict[tuple[str, float], set] = {}
@@ -117,7 +118,7 @@ def missing(runs, families: list[str], sizes: list[str], tiers: list[float]) -> 
         if absent or short:
             parts.append(f"at {flops_text(tier)}: " + "; ".join(
                 ([f"no run yet for {', '.join(absent)}"] if absent else []) + short))
-    return ("Not run yet: " + "; ".join(parts) + ".") if parts else "Every family has run every size at every tier."
+    return ("Not run yet: " + "; ".join(parts) + ".") if parts else "Every family has run every size at every tier of the frontier."
 
 
 def seed_count(runs, tiers: list[float]) -> str:
@@ -132,6 +133,15 @@ def seed_count(runs, tiers: list[float]) -> str:
     beyond = any(c.budget > max(tiers) for c in entries)
     planned = f"their {SEEDS} seeds or more ({TOP_SEEDS} at the tier beyond the frontier)" if beyond else f"{SEEDS} seeds or more"
     return f"{full} of the {len(entries)} cells the verdict reads have {planned}"
+
+
+def coverage(runs, experiment) -> str:
+    """The verdict's line on what it has read so far: the seeds against the plan, and the frontier tiers'
+    missing families and sizes (`experiment`: `final_cells.Experiment`; the tier beyond counted by its plan)."""
+    from seqbench.families import order
+
+    tiers = experiment.tiers()
+    return f"{seed_count(runs, tiers)}. {missing(runs, order(experiment.presets), experiment.sizes, tiers)}"
 
 
 def main(argv: list[str] | None = None) -> str:
@@ -153,16 +163,13 @@ def main(argv: list[str] | None = None) -> str:
                          "to write (the record is left as it was)")
     halves = heldout_halves(args.experiment)
     verdict_text, _ = table(cells(runs))
-    from seqbench.families import order
     from seqbench.final_cells import Experiment
 
     experiment = Experiment(args.experiment)
-    frontier_tiers = experiment.tiers()
-    tiers = sorted({*frontier_tiers, *(float(r.metrics["budget/flops"]) for r in runs)})
     read = (f"Read at {utc_now()} from {', '.join(d.name for d in final_dirs(chain))} under {args.root}: "
             f"{len(runs)} completed runs at their tier's setting ({set_aside} at a setting the transfer check rejected set "
             f"aside; {failed} failed); "
-            f"{seed_count(runs, frontier_tiers)}. {missing(runs, order(experiment.presets), experiment.sizes, tiers)}")
+            f"{coverage(runs, experiment)}")
     text = f"## Verdict after tuning\n\n{verdict_text}\n\n{read}"
     if args.before:
         before = [r for path in args.before for r in before_runs(path)]
@@ -177,7 +184,7 @@ def main(argv: list[str] | None = None) -> str:
 
         args.report.mkdir(parents=True, exist_ok=True)
         (args.report / "verdict.md").write_text(f"# The frontier after tuning: {args.experiment}\n\n{text}\n", encoding="utf-8")
-        _write_csv(args.report / "verdict.csv", verdict_rows(cells(runs), frontier_tiers))
+        _write_csv(args.report / "verdict.csv", verdict_rows(cells(runs), experiment.tiers()))
         files = ["verdict.md", "verdict.csv"]
         if args.before:
             _write_csv(args.report / "effect.csv", effect_rows(found))

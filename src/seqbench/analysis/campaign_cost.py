@@ -23,8 +23,8 @@ about 2x low; the plan and its cuts need the runs' own numbers. Per step of the 
 - **estimated core-hours** of each remaining job: linear in its FLOPs budget, seconds per FLOP taken
   from the same family's finished runs at the tuned setting (the search's trials at the family's
   tuned tokens per step, `tuning.per_family`, and every transfer, sizes, seeds and top run) at the
-  tier nearest the job's (in log distance); at a tier where the size selection has chosen the family's
-  size (on its runs so far, every setting among them), that size's runs alone. The measured time holds a part that does not grow
+  tier nearest the job's (in log distance); for the seeds and the tier beyond, which train the size the
+  size selection chose, that size's runs alone at a tier where it is chosen and timed. The measured time holds a part that does not grow
   with the FLOPs (start-up, data loading, the validations), and the model scales it with them: a tier
   above the measured one is over-estimated by that part, a tier below under-estimated, and a run that
   validates more often than the measured ones (the final cells against the search's trials) costs
@@ -44,6 +44,7 @@ from pathlib import Path
 from omegaconf import OmegaConf
 
 from seqbench.clocks import run_seconds
+from seqbench.final_cells import TOP_SEEDS
 
 Job = tuple[str, float]  # (family, FLOPs budget): what a run's cost is estimated from
 
@@ -70,7 +71,7 @@ def rule_jobs(step: str, experiment, families: list[str], top_families: tuple[st
     per_step = {"sizes": [(f, t) for f in families for _ in experiment.sizes for t in tiers],
                 "seeds": [(f, t) for f in families for t in tiers for _ in range(2)],
                 "transfer": [(f, t) for f in families for t in others for _ in range(5)],
-                "top": [(f, max(tiers) * 10) for f in families if not top_families or f in top_families] * 2}
+                "top": [(f, max(tiers) * 10) for f in families if not top_families or f in top_families] * TOP_SEEDS}
     return per_step[step]
 
 
@@ -101,10 +102,11 @@ def rates(runs, tuned: dict[str, dict], search_names: set[str],
     """What each family's runs at the tuned setting cost, per tier: of the search's trials (sweeps named
     in `search_names`) only those at the family's tuned tokens per step, every run of the later steps.
     `chosen` ((family, tier) -> the size chosen there, `final_cells.chosen_sizes`): at a tier where the
-    family's size is chosen, only that size's runs count. A family's sizes differ several-fold in seconds
-    per FLOP (the small ones see more tokens and take more steps for the same FLOPs: Tiny Shakespeare's
-    LSTM at 1e13, 13 minutes at size s against 3 at l), and the remaining seeds and the tier beyond train
-    the chosen size alone."""
+    family's size is chosen and a run of it was timed, only that size's runs count. A family's sizes
+    differ several-fold in seconds per FLOP (the small ones see more tokens and take more steps for the
+    same FLOPs: Tiny Shakespeare's LSTM at 1e13, 13 minutes at size s against 3 at l), and the seeds and
+    the tier beyond train the chosen size alone; the other steps train every size, so they are costed
+    without `chosen`."""
     from seqbench.final_cells import size_of
 
     out: Rates = {}
@@ -124,6 +126,14 @@ def rates(runs, tuned: dict[str, dict], search_names: set[str],
         spent, flops = tiers.get(float(m["budget/flops"]), (0.0, 0.0))
         tiers[float(m["budget/flops"])] = (spent + seconds, flops + float(m["budget/flops"]))
     return out
+
+
+def chosen_rates(runs, tuned: dict[str, dict], search_names: set[str],
+                 chosen: dict[tuple[str, float], str]) -> Rates:
+    """`rates` of the chosen sizes, for the steps that train them alone (seeds, the tier beyond); a tier
+    whose chosen size has no timed run keeps the pooled rate, never vanishing from the estimate."""
+    pooled, only = rates(runs, tuned, search_names), rates(runs, tuned, search_names, chosen)
+    return {family: {**tiers, **only.get(family, {})} for family, tiers in pooled.items()}
 
 
 def estimate_s(job: Job, measured: Rates) -> float | None:
@@ -185,8 +195,8 @@ def markdown(rows: list[Row], jobs_at_once: int, read_at: str, root: Path) -> st
         "segment (`seqbench.clocks.run_seconds`).",
         "",
         "Cost estimated: each remaining run's FLOPs budget x its family's seconds per FLOP, measured on its runs "
-        "at the tuned setting at the tier nearest the run's (where the size selection has chosen the family's size "
-        "at that tier, on that size's runs alone). Linear, with no fixed cost: the measured runs' "
+        "at the tuned setting at the tier nearest the run's (for the seeds and the tier beyond, on the chosen size's "
+        "runs alone where it has them). Linear, with no fixed cost: the measured runs' "
         "start-up and validations are scaled with the FLOPs, so a tier above the measured one is over-estimated "
         "and one below under-estimated; runs that validate more often than the measured ones (the final cells) "
         "cost more than this; a remaining search trial is costed at the tuned tokens per step."])
@@ -211,6 +221,7 @@ def rows(chain, steps: list[str]) -> list[Row]:
     """One row per step of `steps`, read from the sweeps under `chain.root` (`seqbench.chain.Chain`)."""
     from seqbench.chain import DONE, searched_at
     from seqbench.final_cells import Experiment, chosen_sizes
+    from seqbench.transfer import setting_at
     from seqbench.tuning import per_family, summary
 
     experiment = Experiment(chain.experiment)
@@ -221,8 +232,16 @@ def rows(chain, steps: list[str]) -> list[Row]:
     dirs = _sweep_dirs(chain, experiment.frontier)
     runs = {step: finished_runs(d) for step, d in dirs.items()}
     tuned = per_family(summary(runs["search"] + runs["edges"]))
-    measured = rates([r for step, rs in runs.items() if step != "untuned" for r in rs], tuned,
-                     {d.name for d in dirs["search"] + dirs["edges"]}, chosen_sizes(runs["sizes"]))
+    timed, search_names = [r for step, rs in runs.items() if step != "untuned" for r in rs], {d.name for d in dirs["search"] + dirs["edges"]}
+    pooled = rates(timed, tuned, search_names)
+    # the size each tier's seeds and top runs train, chosen as `Chain.top` chooses it: among the size runs at
+    # the setting that tier trains with (the transfer check's where it moved it), once the search is done
+    if done(chain.experiment):
+        tuned_at, moved = chain.settings()
+        chosen = chosen_sizes(runs["sizes"], lambda f, t: setting_at(tuned_at, moved, f, t) if f in tuned_at else None)
+    else:
+        chosen = chosen_sizes(runs["sizes"])
+    by_size = chosen_rates(timed, tuned, search_names, chosen)
     searched = (chain.root / chain.experiment).is_dir()
     edges = chain.edges() if searched else []  # from the search so far where it has not finished
     out = []
@@ -243,7 +262,8 @@ def rows(chain, steps: list[str]) -> list[Row]:
                                                 searched_at(chain.experiment)[0])
             basis = "the protocol's rule"
         open_runs = [r for r in runs[step] if not done(r.path.parent.name)]
-        out.append(row(step, basis, everything, still_open, runs[step], open_runs, measured))
+        out.append(row(step, basis, everything, still_open, runs[step], open_runs,
+                       by_size if step in ("seeds", "top") else pooled))
     return out
 
 

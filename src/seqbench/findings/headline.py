@@ -20,6 +20,7 @@ from pathlib import Path
 
 
 from seqbench.analysis.frontier_join import frontier_table, join
+from seqbench.final_cells import SEEDS  # a cell's seeds (3); a record's `seeds_planned` says where it plans fewer
 from seqbench.findings import DOES_NOT_HOLD, HOLDS, HOLDS_ONLY, Claim, conditions_of, family_kind
 from seqbench.verdict import interval_of
 
@@ -32,7 +33,6 @@ LATER = {"Tiny Shakespeare": ["experiments/figures/frontier-shakespeare-parallel
 # the frontier after tuning (`python -m seqbench.frontier_tuned ... --report <folder>`): read instead where recorded
 AFTER_TUNING = {"Tiny Shakespeare": "experiments/figures/frontier-after-tuning-shakespeare/verdict.csv",
                 "PTB": "experiments/figures/frontier-after-tuning-ptb/verdict.csv"}
-SEEDS = 3  # the seeds a verdict's cell needs (issue 36); a record's `seeds_planned` says where it plans fewer
 TUNED = "experiment=tune_frontier"  # the equal-budget search's experiments (tune_frontier, tune_frontier_ptb)
 GPU_RUNS = {"medium": "experiments/records/2026-11-26-h100/zaremba_medium/metrics.json",
             "large": "experiments/records/2026-11-26-h100/zaremba_large/metrics.json"}
@@ -112,6 +112,7 @@ def claim(ledger) -> Claim:
     number, closest = None, None
     read, full, cells_read, compared, single = [], 0, 0, 0, 0
     fewer: dict[float, int] = {}  # a tier whose cells the protocol gives fewer seeds (the tier beyond): how many
+    beyond_read: list[str] = []  # the corpora whose record has the tier beyond
     for corpus, first in CORPORA.items():
         rows = tuned_rows(ledger, corpus)
         if rows is None:
@@ -127,7 +128,9 @@ def claim(ledger) -> Claim:
             spread = max(sds) if sds else None
             cells_read += sum(len(r["cells"]) for r in rows)
             full += sum(c["n"] >= c["planned"] for r in rows for c in r["cells"].values())
-            fewer |= {r["budget"]: c["planned"] for r in rows for c in r["cells"].values() if c["planned"] < SEEDS}
+            here = {r["budget"]: c["planned"] for r in rows for c in r["cells"].values() if c["planned"] < SEEDS}
+            fewer |= here
+            beyond_read += [corpus] if here else []
         read.append(path)
         if spread:
             spreads.append(f"{ledger.number(spread[0], path).md()} ({corpus}, {spread[1]})")
@@ -161,15 +164,17 @@ def claim(ledger) -> Claim:
             else:
                 closest = max(closest or (gap, path), (gap, path))
     tuned = [c for c in CORPORA if c not in untuned and AFTER_TUNING[c] in read]
-    beyond = "".join(f"; {n} at {_budget(b)}, the tier beyond" for b, n in sorted(fewer.items()))
-    plan = f"{SEEDS} seeds{beyond}"
+    beyond = "".join(f", {n} at {_budget(b)}" for b, n in sorted(fewer.items()))
+    # "3 seeds", or where the tier beyond is recorded "their planned seeds (3, 2 at 1e14)"
+    plan = f"their planned seeds ({SEEDS}{beyond})" if fewer else f"{SEEDS} seeds"
+    without_beyond = [c for c in CORPORA if c not in beyond_read]
     partial = f"after equal tuning, partial: {full} of {cells_read} cells with {plan}" if full < cells_read else ""
     before = f" ({'; '.join(x for x in ('before equal tuning' if untuned else '', partial) if x)})" if untuned or partial else ""
     detail = (f"The {' and '.join(untuned)} records ran each family's own recipe, not the equal-budget search "
               f"`{TUNED}`. " if untuned else "")
     if tuned:
         detail += (f"{' and '.join(tuned)}: every family tuned by the same search and scored on held-out data"
-                   + (f"; until every cell has {SEEDS} seeds, the one-seed rows are no ranking. " if partial else ". "))
+                   + (f"; until every cell has {plan}, the one-seed rows are no ranking. " if partial else ". "))
     if not wins:
         verdict = DOES_NOT_HOLD + before
         detail += (f"Attention leads only on {', '.join(leads)}, by less than the seed sd." if leads else
@@ -197,7 +202,8 @@ def claim(ledger) -> Claim:
         would_change=("The equal-budget search for every family (`experiment=tune_frontier`, `tune_frontier_ptb`: "
                       "issue 36) with ≥ 3 seeds per cell and a held-out score; " if untuned else
                       f"The remaining seeds ({SEEDS} per cell{beyond}); " if partial else "")
-                     + ("" if fewer else "the 1e14 tier; ") + "the GPU tier, toward the compute where Kaplan et al. (2020) place the crossover.",
+                     + (f"the 1e14 tier{'' if without_beyond == list(CORPORA) else ' on ' + ' and '.join(without_beyond)}; "
+                        if without_beyond else "") + "the GPU tier, toward the compute where Kaplan et al. (2020) place the crossover.",
         number=number or (ledger.number(closest[0], closest[1], "{:+.3f}") if closest else None),
         number_label=("attention's lead where it leads (nats, recurrent − attention)" if number else
                       "attention's smallest deficit (nats, recurrent − attention; negative: recurrence lower)"),

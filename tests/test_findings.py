@@ -133,6 +133,17 @@ def test_the_tier_beyond_is_complete_at_the_two_seeds_it_plans(frontier_ledger):
     assert "partial" not in c.verdict and "the 1e14 tier on PTB;" in c.would_change, (c.verdict, c.would_change)
 
 
+def test_recurrence_lower_within_the_intervals_is_said_to_be_a_tie(frontier_ledger):
+    # bug caught: the headline said recurrence "is lower than every attention family at every budget" where
+    # at one tier the intervals overlap (Tiny Shakespeare 1e13 after tuning): a tie read as a recurrent win
+    for corpus in headline.CORPORA:
+        _tuned_record(frontier_ledger, corpus, [(1e12, "transformer", 3, 1.8, 0.01), (1e12, "lstm", 3, 1.5, 0.01),
+                                                (1e13, "transformer", 3, 1.51, 0.01), (1e13, "lstm", 3, 1.5, 0.01)])
+    c = headline.claim(Ledger(frontier_ledger))
+    assert c.verdict == headline.DOES_NOT_HOLD, c.verdict
+    assert "on Tiny Shakespeare at 1e13 FLOPs, PTB at 1e13 FLOPs the intervals overlap: a tie" in c.detail, c.detail
+
+
 def test_a_tuned_record_without_a_cell_is_not_read_as_a_finished_tuned_answer(frontier_ledger):
     # bug caught: a header-only verdict.csv taken as a tuned corpus with no tiers, neither partial nor untuned
     for corpus in headline.CORPORA:

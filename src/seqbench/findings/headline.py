@@ -108,7 +108,7 @@ def claim(ledger) -> Claim:
               "frontier table's lower envelope.", "",
               "| corpus | budget (FLOPs) | best attention | best recurrent | recurrent − attention | interval check |",
               "|---|---:|---|---|---:|---|"]
-    wins, leads, tiers, untuned, spreads = [], [], 0, [], []
+    wins, leads, tiers, untuned, spreads, ties = [], [], 0, [], [], []
     number, closest = None, None
     read, full, cells_read, compared, single = [], 0, 0, 0, 0
     fewer: dict[float, int] = {}  # a tier whose cells the protocol gives fewer seeds (the tier beyond): how many
@@ -163,6 +163,8 @@ def claim(ledger) -> Claim:
                 number = number or ledger.number(gap, path, "{:+.3f}")
             else:
                 closest = max(closest or (gap, path), (gap, path))
+                if ia.sd is not None and ir.sd is not None and not clear:  # recurrence lower, within the intervals
+                    ties.append(f"{corpus} at {_budget(row['budget'])} FLOPs")
     tuned = [c for c in CORPORA if c not in untuned and AFTER_TUNING[c] in read]
     beyond = "".join(f", {n} at {_budget(b)}" for b, n in sorted(fewer.items()))
     # "3 seeds", or where the tier beyond is recorded "their planned seeds (3, 2 at 1e14)"
@@ -178,7 +180,8 @@ def claim(ledger) -> Claim:
     if not wins:
         verdict = DOES_NOT_HOLD + before
         detail += (f"Attention leads only on {', '.join(leads)}, by less than the seed sd." if leads else
-                   "A recurrent family is lower than every attention family at every budget of both corpora where both kinds have a cell.")
+                   "A recurrent family is lower than every attention family at every budget of both corpora where both kinds have a cell"
+                   + (f"; on {', '.join(ties)} the intervals overlap: a tie, not a win for either kind." if ties else "."))
     elif len(wins) == tiers:
         verdict = HOLDS + before
     else:

@@ -128,11 +128,12 @@ def rates(runs, tuned: dict[str, dict], search_names: set[str],
     return out
 
 
-def chosen_rates(runs, tuned: dict[str, dict], search_names: set[str],
+def chosen_rates(pooled: Rates, runs, tuned: dict[str, dict], search_names: set[str],
                  chosen: dict[tuple[str, float], str]) -> Rates:
-    """`rates` of the chosen sizes, for the steps that train them alone (seeds, the tier beyond); a tier
-    whose chosen size has no timed run keeps the pooled rate, never vanishing from the estimate."""
-    pooled, only = rates(runs, tuned, search_names), rates(runs, tuned, search_names, chosen)
+    """`rates` of the chosen sizes, for the steps that train them alone (seeds, the tier beyond), over
+    `pooled` (`rates` without `chosen`): a tier whose chosen size has no timed run keeps the pooled rate,
+    never vanishing from the estimate."""
+    only = rates(runs, tuned, search_names, chosen)
     return {family: {**tiers, **only.get(family, {})} for family, tiers in pooled.items()}
 
 
@@ -235,13 +236,13 @@ def rows(chain, steps: list[str]) -> list[Row]:
     timed, search_names = [r for step, rs in runs.items() if step != "untuned" for r in rs], {d.name for d in dirs["search"] + dirs["edges"]}
     pooled = rates(timed, tuned, search_names)
     # the size each tier's seeds and top runs train, chosen as `Chain.top` chooses it: among the size runs at
-    # the setting that tier trains with (the transfer check's where it moved it), once the search is done
+    # the setting that tier trains with (the transfer check's where it moved it); before the search is done
+    # no size has trained, and every step keeps the pooled rate
+    chosen = {}
     if done(chain.experiment):
         tuned_at, moved = chain.settings()
         chosen = chosen_sizes(runs["sizes"], lambda f, t: setting_at(tuned_at, moved, f, t) if f in tuned_at else None)
-    else:
-        chosen = chosen_sizes(runs["sizes"])
-    by_size = chosen_rates(timed, tuned, search_names, chosen)
+    by_size = chosen_rates(pooled, timed, tuned, search_names, chosen)
     searched = (chain.root / chain.experiment).is_dir()
     edges = chain.edges() if searched else []  # from the search so far where it has not finished
     out = []

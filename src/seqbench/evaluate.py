@@ -20,6 +20,7 @@ import hydra
 import lightning as L
 from omegaconf import DictConfig, OmegaConf
 
+from seqbench.callbacks.process_group_exit import DestroyProcessGroupAtExit
 from seqbench.checkpoints import load_checkpoint
 from seqbench.config_check import check_ckpt_path
 from seqbench.console import log_once
@@ -75,7 +76,8 @@ def evaluate(cfg: DictConfig, output_dir: Path) -> dict:
     bar = cfg.trainer.get("enable_progress_bar", True) and sys.stdout.isatty()  # as in training: not into a file
     loggers = eval_loggers(cfg, run_cfg, output_dir)
     trainer: L.Trainer = hydra.utils.instantiate(cfg.trainer, logger=loggers or False, enable_checkpointing=False,
-                                                 default_root_dir=str(output_dir), enable_progress_bar=bar)
+                                                 default_root_dir=str(output_dir), enable_progress_bar=bar,
+                                                 callbacks=[DestroyProcessGroupAtExit()])  # as in training
     for logger in trainer.loggers:  # what was evaluated: the checkpoint, the split and the run's config, once
         logger.log_hyperparams({"ckpt_path": str(cfg.ckpt_path), "split": cfg.split,
                                 **{k: v for k, v in OmegaConf.to_container(run_cfg, resolve=True).items() if k != "hydra"}})

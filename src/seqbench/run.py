@@ -28,7 +28,7 @@ from hydra.errors import InstantiationException
 from lightning.pytorch.callbacks import ProgressBar
 
 from seqbench.budget import apply_compute_budget
-from seqbench.callbacks import LearningCurve, RunStats, StopWhenSolved
+from seqbench.callbacks import DestroyProcessGroupAtExit, LearningCurve, RunStats, StopWhenSolved
 from seqbench.callbacks.preemption import requeued_checkpoint
 from seqbench.compose import describe as describe_recipe
 from seqbench.config_check import check_config
@@ -80,6 +80,7 @@ def make_trainer(cfg: DictConfig) -> L.Trainer:
     if not bar:
         callbacks = [c for c in callbacks if not isinstance(c, ProgressBar)]
     loggers = instantiate_list(cfg.get("logger"), "logger")
+    callbacks.append(DestroyProcessGroupAtExit())  # not the user's to drop: exiting must not abort a DDP rank
     return instantiate(cfg.trainer, "trainer", callbacks=callbacks, logger=loggers or False,
                        enable_progress_bar=bar)
 

@@ -132,6 +132,18 @@ def test_a_final_run_at_a_setting_the_transfer_check_rejected_is_set_aside():
     assert kept == {("lstm", 1e12, 2.0), ("lstm", 1e13, 4.0), ("lstm", 1e14, 4.0), ("hmm", 1e13, 1.0)}
 
 
+def test_a_run_stopped_by_a_signal_or_training_now_is_counted_unfinished_not_failed():
+    # the chain's 1e14 run SIGTERMed when both cores went elsewhere, resumed later: the verdict's line said
+    # "1 failed" of a run that was training
+    runs = [_final("lstm", 1e12, 2.0, 256, 2.0, 2.1), _final("lstm", 1e13, 4.0, 512, 1.5, 1.6),
+            Run("stopped", "rnn", {"status": "stopped", "error": "SIGTERMException: ", "budget/flops": 1e14}),
+            Run("running", "gru", {"status": "running", "budget/flops": 1e14}),
+            Run("failed", "gpt", {"status": "failed", "error": "ValueError: x", "budget/flops": 1e14})]
+    assert [r.unfinished for r in runs] == [False, False, True, True, False]
+    assert all(r.failed for r in runs[2:])  # none completed: no cell reads them
+    assert ft.outcomes(runs, kept=runs[:1]) == (1, 1, 2)  # set aside, failed, unfinished
+
+
 def test_the_whole_split_score_of_a_final_run_is_the_mean_of_its_two_halves():
     # a reader that kept the score half alone would compare the second half (harder text, 1.9) with the
     # old runs' whole split

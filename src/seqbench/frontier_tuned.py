@@ -84,9 +84,10 @@ def at_their_setting(runs, tuned: dict[str, dict], moved: dict[tuple[str, float]
             and (r.family not in tuned or ran_with(r, setting(r)))]
 
 
-def after_runs(chain) -> tuple[list, int, int]:
+def after_runs(chain) -> tuple[list, int, int, int]:
     """The final cells' completed runs at the setting their tier trains with; how many completed runs were set
-    aside (at another setting); how many runs failed."""
+    aside (at another setting); how many runs failed; how many are unfinished (running, or stopped by a signal
+    and resumed by the chain's next launch)."""
     from seqbench.report import read_local
 
     dirs = final_dirs(chain)
@@ -97,8 +98,15 @@ def after_runs(chain) -> tuple[list, int, int]:
     tuned, moved = chain.settings()
     runs = read_local(dirs)
     kept = at_their_setting(runs, tuned, moved, max(Experiment(chain.experiment).tiers()))
-    failed = sum(r.failed for r in runs)
-    return kept, len(runs) - failed - len(kept), failed
+    return kept, *outcomes(runs, kept)
+
+
+def outcomes(runs, kept) -> tuple[int, int, int]:
+    """Of `runs`, besides the `kept` ones: how many completed runs were set aside, how many failed, and how many
+    are unfinished (`Run.unfinished`: a job stopped by SIGTERM or training now is no failure, it resumes)."""
+    unfinished = sum(r.unfinished for r in runs)
+    failed = sum(r.failed for r in runs) - unfinished
+    return len(runs) - failed - unfinished - len(kept), failed, unfinished
 
 
 def missing(runs, families: list[str], sizes: list[str], tiers: list[float]) -> str:
@@ -157,7 +165,7 @@ def main(argv: list[str] | None = None) -> str:
     args = parser.parse_args(argv)
     started = time.time()
     chain = Chain(args.experiment, args.root)
-    runs, set_aside, failed = after_runs(chain)
+    runs, set_aside, failed, unfinished = after_runs(chain)
     if not cells(runs):
         raise SystemExit(f"no completed final-cell run with a budget under {args.root} for {args.experiment}: nothing "
                          "to write (the record is left as it was)")
@@ -168,7 +176,7 @@ def main(argv: list[str] | None = None) -> str:
     experiment = Experiment(args.experiment)
     read = (f"Read at {utc_now()} from {', '.join(d.name for d in final_dirs(chain))} under {args.root}: "
             f"{len(runs)} completed runs at their tier's setting ({set_aside} at a setting the transfer check rejected set "
-            f"aside; {failed} failed); "
+            f"aside; {failed} failed{f'; {unfinished} running or stopped, to resume' if unfinished else ''}); "
             f"{coverage(runs, experiment)}")
     text = f"## Verdict after tuning\n\n{verdict_text}\n\n{read}"
     if args.before:

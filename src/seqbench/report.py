@@ -62,7 +62,13 @@ class Run:
 
     @property
     def failed(self) -> bool:
+        """Not completed: failed, or still running, or stopped by a signal (`unfinished`)."""
         return self.metrics.get("status") != "completed"
+
+    @property
+    def unfinished(self) -> bool:
+        """Training now, or stopped by SIGTERM with its last.ckpt saved: the same command resumes it."""
+        return self.metrics.get("status") in ("running", "stopped")
 
     def best_val_ppl(self) -> float | None:
         """The lowest validation perplexity of the history; without one, the last validation's; and for
@@ -293,7 +299,8 @@ def write_report(runs: list[Run], out: Path, target: float | None = None, title:
         "ppl_vs_tokens": plot_curves(groups, "curve/tokens", "training tokens seen", out / "ppl_vs_tokens.png"),
         "ppl_vs_params": plot_params(groups, out / "ppl_vs_params.png"),
     }
-    failed = [r for r in runs if r.failed]
+    failed = [r for r in runs if r.failed and not r.unfinished]
+    unfinished = [r for r in runs if r.unfinished]
     lines = [f"# {title}", "", text, ""]
     lines += [f"![{k}]({p.name})" for k, p in pngs.items()]
     frontier = frontier_section(runs, out, budgets, time_budgets)  # runs that counted train/flops (experiment=frontier)
@@ -302,6 +309,9 @@ def write_report(runs: list[Run], out: Path, target: float | None = None, title:
         pngs.update(frontier["pngs"])
     if failed:
         lines += ["", "## Failed jobs", ""] + [f"- {r.name}: {r.metrics.get('error')}" for r in failed]
+    if unfinished:
+        lines += ["", "## Unfinished jobs (running, or stopped by a signal: the same command resumes them)", ""]
+        lines += [f"- {r.name}: {r.metrics['status']}" for r in unfinished]
     (out / "report.md").write_text("\n".join(lines) + "\n")
     with open(out / "runs.csv", "w", newline="") as f:
         writer = csv.writer(f)

@@ -26,6 +26,7 @@ from omegaconf import DictConfig
 
 from hydra.errors import InstantiationException
 from lightning.pytorch.callbacks import ProgressBar
+from lightning.pytorch.utilities.exceptions import SIGTERMException
 
 from seqbench.budget import apply_compute_budget
 from seqbench.callbacks import DestroyProcessGroupAtExit, LearningCurve, RunStats, StopWhenSolved
@@ -111,6 +112,8 @@ def train(cfg: DictConfig, output_dir: Path, choices: dict | None = None, overri
     # the ledger's provenance (seqbench.ledger): when it started and, below, on what machine and code
     metrics: dict[str, Any] = {"status": "running", "overrides": " ".join(overrides or []), "date": utc_now()}
     metrics_path = output_dir / "metrics.json"
+    if _is_rank_zero():  # a resumed job's folder holds the record of the run that stopped: it runs again
+        write_metrics(metrics_path, metrics)
     # the run's setting is the run's: restored after it
     precision, cudnn_tf32 = torch.get_float32_matmul_precision(), torch.backends.cudnn.allow_tf32
     quiet = ExitStack()  # Lightning's warnings that are false for this run (seqbench.lightning_warnings)
@@ -174,7 +177,10 @@ def train(cfg: DictConfig, output_dir: Path, choices: dict | None = None, overri
         write_summary(trainer, metrics)
         return metrics
     except BaseException as exc:
-        metrics.update(status="failed", error=f"{type(exc).__name__}: {exc}")
+        # told to stop (SIGTERM: a pre-empted job, a paused chain): CheckpointOnSignal saved last.ckpt, and
+        # the same command resumes from it, so the run is stopped, not failed
+        stopped = isinstance(exc, SIGTERMException)
+        metrics.update(status="stopped" if stopped else "failed", error=f"{type(exc).__name__}: {exc}")
         raise
     finally:
         quiet.close()

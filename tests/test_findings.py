@@ -142,6 +142,12 @@ def test_recurrence_lower_within_the_intervals_is_said_to_be_a_tie(frontier_ledg
     c = headline.claim(Ledger(frontier_ledger))
     assert c.verdict == headline.DOES_NOT_HOLD, c.verdict
     assert "on Tiny Shakespeare at 1e13 FLOPs, PTB at 1e13 FLOPs the intervals overlap: a tie" in c.detail, c.detail
+    # the summary's number is that closest gap: its label says it is a tie, not "attention's deficit"
+    assert c.number.text == "-0.010" and c.number_label.endswith("the intervals overlap there: a tie)"), c.number_label
+    for corpus in headline.CORPORA:  # the closest gap with intervals apart: no tie said
+        _tuned_record(frontier_ledger, corpus, [(1e12, "transformer", 3, 1.8, 0.01), (1e12, "lstm", 3, 1.5, 0.01)])
+    c = headline.claim(Ledger(frontier_ledger))
+    assert c.number.text == "-0.300" and "tie" not in c.number_label, c.number_label
 
 
 def test_a_tuned_record_without_a_cell_is_not_read_as_a_finished_tuned_answer(frontier_ledger):

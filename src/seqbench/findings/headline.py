@@ -162,8 +162,9 @@ def claim(ledger) -> Claim:
                 (wins if clear else leads).append(f"{corpus} at {_budget(row['budget'])} FLOPs")
                 number = number or ledger.number(gap, path, "{:+.3f}")
             else:
-                closest = max(closest or (gap, path), (gap, path))
-                if ia.sd is not None and ir.sd is not None and not clear:  # recurrence lower, within the intervals
+                tie = ia.sd is not None and ir.sd is not None and not clear  # recurrence lower, within the intervals
+                closest = max(closest or (gap, path, tie), (gap, path, tie))
+                if tie:
                     ties.append(f"{corpus} at {_budget(row['budget'])} FLOPs")
     tuned = [c for c in CORPORA if c not in untuned and AFTER_TUNING[c] in read]
     beyond = "".join(f", {n} at {_budget(b)}" for b, n in sorted(fewer.items()))
@@ -209,13 +210,16 @@ def claim(ledger) -> Claim:
                         if without_beyond else "") + "the GPU tier, toward the compute where Kaplan et al. (2020) place the crossover.",
         number=number or (ledger.number(closest[0], closest[1], "{:+.3f}") if closest else None),
         number_label=("attention's lead where it leads (nats, recurrent − attention)" if number else
-                      "attention's smallest deficit (nats, recurrent − attention; negative: recurrence lower)"),
-        not_measured=["The GPU tier of the frontier (1e14–1e15 FLOPs): `python src/train.py -m experiment=frontier "
-                      "budget.flops=1e13,1e14,1e15 trainer=gpu` and `python -m seqbench.report` on it. The one GPU "
-                      "session trained only Zaremba et al.'s LSTMs on PTB (test perplexity "
+                      "the gap where attention comes closest (nats, recurrent − attention; negative: recurrence lower"
+                      + ("; the intervals overlap there: a tie)" if closest and closest[2] else ")")),
+        not_measured=["The GPU tier of the frontier (1e15 FLOPs and beyond; 1e14 runs on the CPU): `python src/train.py "
+                      "-m experiment=frontier budget.flops=1e15,1e16 trainer=gpu` and `python -m seqbench.report` on it. "
+                      "The two 15-minute GPU sessions (one H100 on 2026-11-26, one H200 on 2026-11-29) trained "
+                      "Zaremba et al.'s LSTMs on PTB (test perplexity "
                       + " and ".join(f"{ledger.number(ledger.json(p)['test/ppl'], p, '{:.2f}').md()} ({size})"
                                      for size, p in GPU_RUNS.items())
-                      + ", stopped by the device budget before their recipes' end), no attention model.",
+                      + ", stopped by the device budget before their recipes' end) and 13 jobs of the tuning's "
+                      "transfer check, no attention model of this tier.",
                       *(["The tuned frontier (issue 36): `bash scripts/campaign_background.sh tune_frontier` (and "
                          "`tune_frontier_ptb`), then `python -m seqbench.frontier_tuned` on its final cells."] if untuned
                         else [f"The final cells' remaining seeds: {cells_read - full} of {cells_read} cells have fewer than "

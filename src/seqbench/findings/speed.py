@@ -76,8 +76,10 @@ def claim(ledger) -> Claim:
                    f"| {link(r)} |" for t, r, a, c, ta, tc in rows]
         above = [t for t, r, *_ in rows if r > margin]
         grows = rows[-1][1] > rows[0][1]
+        # three decimals where the two-decimal table would show a ratio equal to the bound it exceeds
+        exceeds = ", ".join(f"T = {t:,} ({link(r, '{:.3f}x')})" for t, r, *_ in rows if r > margin) or "no T"
         answer.append(f"\nThe ratio {'grows' if grows else 'falls'} from the shortest to the longest T; it exceeds "
-                      f"the noise at {', '.join(f'T = {t:,}' for t in above) or 'no T'}.\n")
+                      f"the noise bound ({ledger.number(margin, noise_path, '{:.3f}x').md()}) at {exceeds}.\n")
         faster[device] = (above, len(rows), grows and rows[-1][1] > margin)
         longest = ledger.number(rows[-1][1], path, "{:.1f}x")  # the last device's ratio at its longest T
     by_parallelism = [d for d, (_, _, ok) in faster.items() if ok]
@@ -97,7 +99,8 @@ def claim(ledger) -> Claim:
         figures=FIGURES,
         confidence=f"One measurement per case (a median of repeats). A ratio counts as faster only above "
                    f"{spread.md()}, the disagreement of the flash-attention / fused-LSTM ratio between two CPU "
-                   f"layer benchmarks of the same cases minutes apart.",
+                   f"layer benchmarks of the same cases minutes apart: one layer, one thread, one CPU, applied as a "
+                   f"convention to the whole-model benchmarks of both devices, not a measurement of their noise.",
         would_change="Whole-model training to a target loss on the GPU (the frontier's GPU tier, not run): the "
                      "benchmark times a step, not the steps a family needs.",
         number=longest, number_label=f"attention / recurrent training tokens/s, {list(BENCHES)[-1]}, longest T")

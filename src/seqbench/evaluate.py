@@ -27,6 +27,7 @@ from seqbench.console import log_once
 from seqbench.errors import ConfigError
 from seqbench.lightning_warnings import false_warnings_silenced
 from seqbench.run import _finish_wandb, _is_rank_zero, build, closing_line, instantiate, write_metrics
+from seqbench.tuning import apply_tuning
 
 log = logging.getLogger(__name__)
 
@@ -60,6 +61,7 @@ def run_config(cfg: DictConfig) -> DictConfig:
     given = {k: v for k, v in OmegaConf.to_container(cfg.get("data") or {}, resolve=False).items() if v is not None}
     run_cfg.data = OmegaConf.merge(run_cfg.data, given)
     run_cfg.trainer = cfg.trainer
+    apply_tuning(run_cfg)  # the size the run trained at: tune.per_family's, not the preset's default the file says
     return run_cfg
 
 

@@ -284,8 +284,11 @@ def load_lm(run_dir: Path, ckpt: Path, datamodules: dict) -> LM:
     import hydra
     from omegaconf import OmegaConf
 
+    from seqbench.tuning import apply_tuning
+
     check_checkpoint(ckpt)  # before the data is read: a file that would run code is refused first
     cfg = OmegaConf.load(run_dir / ".hydra" / "config.yaml")
+    apply_tuning(cfg)  # the size the run trained at: tune.per_family's, not the preset's default the file says
     # only the data and model nodes: the rest refers to ${hydra:...}, which exists only inside a Hydra job
     key = json.dumps(OmegaConf.to_container(cfg.data, resolve=True), sort_keys=True)
     if key not in datamodules:

@@ -1,0 +1,124 @@
+"""Where along the held-out text a language model's loss lies: in bins by distance from the training text.
+
+Tiny Shakespeare's validation tenth follows its training text, and the tuned frontier selects on the
+tenth's first half and scores on its second (`data.heldout_score=true`, `seqbench.data.shakespeare.split`).
+A model that learns the training text's neighbourhood (its play, its characters' names) gains on the
+near half more than on the far one, and a selection on the near half favours it. At 1e14 FLOPs the tuned
+RNN's selection loss kept falling while its held-out score rose above the 1e13 run's; this shows whether
+that gap grows with the distance from the training text.
+
+Every token of the evaluation text is read once with everything before it as context (the last `--warm`
+tokens of the training split first, so the text's first tokens are not read cold; a recurrent model
+carries its state through, an attention model reads its trained window: `context_usage.full_context_losses`),
+and the mean loss is reported per bin of position, and per split.
+
+    python -m seqbench.analysis.loss_by_position <run dirs, sweep dirs or .ckpt files> [--bins 10] [--out DIR]
+
+The evaluation text is valid, then test, in order: on Tiny Shakespeare with `data.heldout_score=true`, the
+validation tenth as it follows the training text (without it, valid and test are the same tenth, read once).
+On a corpus whose splits are separate texts (PTB), the bins follow valid, then test.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+from seqbench.analysis.context_usage import full_context_losses, load_all, nll
+
+
+def evaluation_text(streams: dict[str, torch.Tensor], warm: int) -> tuple[torch.Tensor, torch.Tensor, int]:
+    """(stream, positions, split_at): the last `warm` training tokens, then valid, then test (valid once where
+    test is the same text); the positions of every evaluated token in it (with no training tokens before it,
+    valid's first token has nothing to be predicted from, as in the ordinary evaluation); and how many of
+    them are valid's."""
+    valid, test = streams["valid"], streams["test"]
+    evaluated = valid if torch.equal(valid, test) else torch.cat([valid, test])
+    start = min(warm, streams["train"].numel())
+    stream = torch.cat([streams["train"][streams["train"].numel() - start:], evaluated])
+    first = max(start, 1)
+    return stream, torch.arange(first, stream.numel()), start + valid.numel() - first
+
+
+@torch.inference_mode()
+def every_token_losses(model, stream: torch.Tensor, first: int, chunk: int = 2048) -> torch.Tensor:
+    """The loss of every token of `stream` from position `first` on, each with everything before it: a
+    recurrent model (`lm_batching == "stream"`) in one pass, `chunk` tokens a call with its state carried
+    (the logits of every step at once; `context_usage.full_context_losses` asks one call per target, which
+    for every token of a split is 100,000 calls); an attention model from its trained window, as there."""
+    if getattr(model, "lm_batching", None) != "stream":
+        return full_context_losses(model, stream, torch.arange(first, stream.numel()))
+    out, state = [], None
+    for at in range(0, stream.numel() - 1, chunk):
+        targets = stream[at + 1 : at + chunk + 1]  # step j of the read predicts the token after it
+        logits, state = model.net(stream[None, at : at + targets.numel()].to(model.device), state)
+        out.append(nll(logits[0].cpu(), targets))
+    return torch.cat(out)[first - 1 :]
+
+
+def binned(losses: torch.Tensor, bins: int) -> list[float]:
+    """The mean of each of `bins` contiguous, near-equal parts of `losses`, in order."""
+    return [part.mean().item() for part in torch.tensor_split(losses, bins)]
+
+
+def measure(lm, bins: int, warm: int) -> dict:
+    """One model's row: its mean loss per bin, on valid and on test, and over the whole evaluation text."""
+    stream, positions, split_at = evaluation_text(lm.datamodule.streams, warm)
+    losses = every_token_losses(lm.model.eval(), stream, int(positions[0]))
+    return {"run": lm.name, "family": lm.family, "corpus": lm.corpus,
+            "params_non_embedding": lm.model.num_params(non_embedding=True), "tokens": losses.numel(),
+            "valid": losses[:split_at].mean().item(),
+            "test": losses[split_at:].mean().item() if split_at < losses.numel() else None,
+            "recorded_test_loss": lm.test_loss, "bins": binned(losses, bins)}
+
+
+def table(rows: list[dict], bins: int) -> str:
+    head = ["run", "family", "non-emb params", "valid", "test", "recorded test/loss",
+            *[f"bin {i + 1}" for i in range(bins)]]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for r in rows:
+        cells = [r["run"], r["family"], f"{r['params_non_embedding']:,}", f"{r['valid']:.3f}",
+                 "–" if r["test"] is None else f"{r['test']:.3f}",
+                 "–" if r["recorded_test_loss"] is None else f"{r['recorded_test_loss']:.3f}",
+                 *[f"{b:.3f}" for b in r["bins"]]]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> list[dict]:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("paths", type=Path, nargs="+", help="run directories, sweep directories or .ckpt files")
+    parser.add_argument("--out", type=Path, default=Path("outputs/loss_by_position"))
+    parser.add_argument("--bins", type=int, default=10, help="contiguous parts of the evaluation text")
+    parser.add_argument("--warm", type=int, default=2048, help="training tokens read before the evaluation text")
+    args = parser.parse_args(argv)
+    started = time.time()
+    rows = [measure(lm, args.bins, args.warm) for lm in load_all(args.paths)]
+    args.out.mkdir(parents=True, exist_ok=True)
+    with open(args.out / "loss_by_position.csv", "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["run", "family", "corpus", "params_non_embedding", "tokens", "valid", "test",
+                    "recorded_test_loss", *[f"bin_{i + 1}" for i in range(args.bins)]])
+        for r in rows:
+            w.writerow([r["run"], r["family"], r["corpus"], r["params_non_embedding"], r["tokens"], r["valid"],
+                        r["test"], r["recorded_test_loss"], *r["bins"]])
+    text = (f"# Loss along the evaluation text\n\nMean loss (nats per token) of every token of valid, then test, "
+            f"read with everything before it (the last {args.warm:,} training tokens first), in {args.bins} "
+            f"contiguous bins in the order of the text.\n\n{table(rows, args.bins)}\n")
+    (args.out / "loss_by_position.md").write_text(text)
+    from seqbench.ledger import write_record
+
+    write_record(args.out, ["loss_by_position.csv", "loss_by_position.md"],
+                 "python -m seqbench.analysis.loss_by_position " + " ".join(sys.argv[1:] if argv is None else argv),
+                 started)
+    print(text)
+    return rows
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,82 @@
+"""Loss along the evaluation text (seqbench.analysis.loss_by_position): every evaluated token read once, in
+the order of the text, after the end of the training text; checked against the ordinary evaluation and by hand."""
+
+from __future__ import annotations
+
+import csv
+import math
+
+import lightning as L
+import pytest
+import torch
+from omegaconf import OmegaConf
+
+from conftest import TINY
+from seqbench.analysis import context_usage as cu
+from seqbench.analysis import loss_by_position as lbp
+from seqbench.families import FAMILIES
+from seqbench.run import build
+
+
+def test_the_evaluation_text_is_the_train_tail_then_valid_then_test():
+    # bugs caught: the tail cut from the wrong end of train, test left out, valid read twice where it is test
+    streams = {"train": torch.arange(100), "valid": torch.arange(100, 110), "test": torch.arange(110, 125)}
+    stream, positions, split_at = lbp.evaluation_text(streams, warm=8)
+    assert stream[: 8].tolist() == list(range(92, 100))
+    assert stream[positions].tolist() == list(range(100, 125)) and split_at == 10
+    same = {**streams, "test": streams["valid"]}  # Tiny Shakespeare without heldout_score: valid is test
+    stream, positions, split_at = lbp.evaluation_text(same, warm=500)  # warm beyond train: all of it
+    assert stream[positions].tolist() == list(range(100, 110)) and stream[0].item() == 0 and split_at == 10
+    stream, positions, split_at = lbp.evaluation_text(streams, warm=0)  # no context for valid's first token
+    assert stream[positions].tolist() == list(range(101, 125)) and split_at == 9
+
+
+def test_bins_are_contiguous_means_in_order():
+    assert lbp.binned(torch.tensor([1.0, 3.0, 5.0, 7.0, 9.0]), 2) == [3.0, 8.0]  # 3 and 2 tokens
+
+
+@pytest.fixture
+def corpus(tmp_path):
+    """Three splits of made-up text, in characters."""
+    lines = "\n".join(" ".join(["the cat sat on a mat", "and a dog ran off"][i % 2].split()[: 3 + i % 4])
+                      for i in range(40))
+    files = {}
+    for split, text in (("train", lines), ("valid", lines[:300]), ("test", lines[300:700])):
+        files[split] = tmp_path / f"{split}.txt"
+        files[split].write_text(text + "\n")
+    return ["data=text", f"data.train_file={files['train']}", f"data.valid_file={files['valid']}",
+            f"data.test_file={files['test']}", "data.level=char", "data.eval_batch_size=1"]
+
+
+@pytest.mark.parametrize("family", ["lstm", "mingru"])
+def test_every_token_in_one_pass_is_the_context_usage_reading_one_target_at_a_time(family, corpus, cfg_factory):
+    # bug caught: the pass's losses shifted by one token, or the state dropped between chunks
+    torch.manual_seed(0)
+    dm, model = build(cfg_factory([*TINY, f"model={family}", *FAMILIES[family].tiny, *corpus], tiny=False))
+    model.eval()
+    stream = dm.streams["valid"]
+    reference = cu.full_context_losses(model, stream, torch.arange(5, stream.numel()))
+    assert torch.allclose(lbp.every_token_losses(model, stream, 5, chunk=7), reference, atol=1e-5)
+
+
+def test_a_recurrent_model_s_valid_mean_is_its_ordinary_validation_loss_with_the_train_tail_as_context(
+        corpus, cfg_factory, tmp_path):
+    # bug caught: positions one off (each loss the next token's), or the state not carried through the text
+    torch.manual_seed(0)
+    cfg = cfg_factory(["model=lstm", *corpus])
+    dm, model = build(cfg)
+    run = tmp_path / "run"
+    (run / ".hydra").mkdir(parents=True)
+    OmegaConf.save(cfg, run / ".hydra" / "config.yaml")
+    (run / "checkpoints").mkdir()
+    torch.save({"state_dict": model.state_dict()}, run / "checkpoints" / "last.ckpt")
+    (row,) = lbp.main([str(run), "--out", str(tmp_path / "out"), "--bins", "4", "--warm", "0"])
+    trainer = L.Trainer(logger=False, enable_checkpointing=False, enable_progress_bar=False,
+                        enable_model_summary=False, accelerator="cpu")
+    ordinary = trainer.validate(model.eval(), datamodule=dm, verbose=False)[0]["val/loss"]
+    # warm 0: valid's first token has no context to be predicted from, the ordinary evaluation's neither
+    assert math.isclose(row["valid"], ordinary, rel_tol=1e-4), (row["valid"], ordinary)
+    assert row["tokens"] == dm.streams["valid"].numel() + dm.streams["test"].numel() - 1
+    saved = list(csv.DictReader(open(tmp_path / "out" / "loss_by_position.csv")))
+    assert [float(saved[0][f"bin_{i}"]) for i in range(1, 5)] == row["bins"]
+    assert (tmp_path / "out" / "record.json").is_file()

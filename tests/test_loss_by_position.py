@@ -31,6 +31,13 @@ def test_the_evaluation_text_is_the_train_tail_then_valid_then_test():
     assert stream[positions].tolist() == list(range(101, 125)) and split_at == 9
 
 
+def test_a_mark_is_found_at_the_token_where_it_begins():
+    # bug caught: the character offset returned instead of the token's index (words decode to several)
+    pieces = ["the ", "cat ", "PROS", "PERO: ", "hi"]
+    assert lbp.first_mark(pieces, "PROSPERO:") == 2 and lbp.first_mark(pieces, "cat") == 1
+    assert lbp.first_mark(pieces, "ARIEL") is None
+
+
 def test_bins_are_contiguous_means_in_order():
     assert lbp.binned(torch.tensor([1.0, 3.0, 5.0, 7.0, 9.0]), 2) == [3.0, 8.0]  # 3 and 2 tokens
 
@@ -80,3 +87,8 @@ def test_a_recurrent_model_s_valid_mean_is_its_ordinary_validation_loss_with_the
     saved = list(csv.DictReader(open(tmp_path / "out" / "loss_by_position.csv")))
     assert [float(saved[0][f"bin_{i}"]) for i in range(1, 5)] == row["bins"]
     assert (tmp_path / "out" / "record.json").is_file()
+    lbp.main([str(run), "--out", str(tmp_path / "out"), "--bins", "4", "--warm", "0", "--mark", "dog"])
+    where = (tmp_path / "out" / "loss_by_position.md").read_text()
+    text = dm.tokenizer.decode(dm.streams["valid"]) + dm.tokenizer.decode(dm.streams["test"])
+    first = text.index("dog") - 1  # warm 0: the first evaluated token is valid's second
+    assert f"| `dog` | {first:,} |" in where, where

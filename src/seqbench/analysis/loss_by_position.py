@@ -13,6 +13,7 @@ carries its state through, an attention model reads its trained window: `context
 and the mean loss is reported per bin of position, and per split.
 
     python -m seqbench.analysis.loss_by_position <run dirs, sweep dirs or .ckpt files> [--bins 10] [--out DIR]
+        [--mark 'PROSPERO:' ...]   # where a text first appears in it: a play the training text lacks begins
 
 The evaluation text is valid, then test, in order: on Tiny Shakespeare with `data.heldout_score=true`, the
 validation tenth as it follows the training text (without it, valid and test are the same tenth, read once).
@@ -22,6 +23,7 @@ On a corpus whose splits are separate texts (PTB), the bins follow valid, then t
 from __future__ import annotations
 
 import argparse
+import bisect
 import csv
 import sys
 import time
@@ -77,6 +79,32 @@ def measure(lm, bins: int, warm: int) -> dict:
             "recorded_test_loss": lm.test_loss, "bins": binned(losses, bins)}
 
 
+def first_mark(pieces: list[str], mark: str) -> int | None:
+    """The index of the token where `mark` first begins in the text the tokens `pieces` spell, or None."""
+    text, starts, at = "".join(pieces), [], 0
+    for piece in pieces:
+        starts.append(at)
+        at += len(piece)
+    found = text.find(mark)
+    return None if found < 0 else bisect.bisect_right(starts, found) - 1
+
+
+def marks_table(datamodule, warm: int, bins: int, marks: list[str]) -> str:
+    """Where each of `marks` (a speaker's name, a title) first appears in the evaluation text: its token,
+    its share of the text, and its bin (a character corpus decodes one token to one character)."""
+    stream, positions, _ = evaluation_text(datamodule.streams, warm)
+    space = "" if getattr(datamodule, "level", "char") == "char" else " "  # words and pieces: one space after each
+    pieces = [datamodule.tokenizer.decode([i]) + space for i in stream[positions].tolist()]
+    edges = [int(part[0]) for part in torch.tensor_split(torch.arange(len(pieces)), bins)]
+    lines = ["| mark | first at token | of | share of the text | bin |", "|---|---:|---:|---:|---:|"]
+    for mark in marks:
+        at = first_mark(pieces, mark)
+        lines.append(f"| `{mark}` | – | {len(pieces):,} | – | – |" if at is None else
+                     f"| `{mark}` | {at:,} | {len(pieces):,} | {at / len(pieces):.1%} | "
+                     f"{bisect.bisect_right(edges, at)} |")
+    return "\n".join(lines)
+
+
 def table(rows: list[dict], bins: int) -> str:
     head = ["run", "family", "non-emb params", "valid", "test", "recorded test/loss",
             *[f"bin {i + 1}" for i in range(bins)]]
@@ -96,9 +124,12 @@ def main(argv: list[str] | None = None) -> list[dict]:
     parser.add_argument("--out", type=Path, default=Path("outputs/loss_by_position"))
     parser.add_argument("--bins", type=int, default=10, help="contiguous parts of the evaluation text")
     parser.add_argument("--warm", type=int, default=2048, help="training tokens read before the evaluation text")
+    parser.add_argument("--mark", nargs="*", default=[],
+                        help="text whose first appearance in the evaluation text is located (e.g. a speaker's 'PROSPERO:')")
     args = parser.parse_args(argv)
     started = time.time()
-    rows = [measure(lm, args.bins, args.warm) for lm in load_all(args.paths)]
+    lms = load_all(args.paths)
+    rows = [measure(lm, args.bins, args.warm) for lm in lms]
     args.out.mkdir(parents=True, exist_ok=True)
     with open(args.out / "loss_by_position.csv", "w", newline="") as f:
         w = csv.writer(f)
@@ -110,6 +141,9 @@ def main(argv: list[str] | None = None) -> list[dict]:
     text = (f"# Loss along the evaluation text\n\nMean loss (nats per token) of every token of valid, then test, "
             f"read with everything before it (the last {args.warm:,} training tokens first), in {args.bins} "
             f"contiguous bins in the order of the text.\n\n{table(rows, args.bins)}\n")
+    if args.mark:
+        text += (f"\n## Where the text changes\n\nThe first appearance of each mark in the evaluation text "
+                 f"({lms[0].corpus}).\n\n{marks_table(lms[0].datamodule, args.warm, args.bins, args.mark)}\n")
     (args.out / "loss_by_position.md").write_text(text)
     from seqbench.ledger import write_record
 

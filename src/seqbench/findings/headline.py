@@ -108,13 +108,14 @@ def claim(ledger) -> Claim:
               "frontier table's lower envelope.", "",
               "| corpus | budget (FLOPs) | best attention | best recurrent | recurrent − attention | interval check |",
               "|---|---:|---|---|---:|---|"]
-    wins, leads, tiers, untuned, spreads, ties = [], [], 0, [], [], []
-    number, closest = None, None
+    wins, leads, tiers, untuned, spreads, ties, untested = [], [], 0, [], [], [], []
+    number, closest, number_untested = None, None, False
     read, full, cells_read, compared, single = [], 0, 0, 0, 0
     fewer: dict[float, int] = {}  # a tier whose cells the protocol gives fewer seeds (the tier beyond): how many
     beyond_read: list[str] = []  # the corpora whose record has the tier beyond
     for corpus, first in CORPORA.items():
         rows = tuned_rows(ledger, corpus)
+        rows_by_interval = rows is not None  # a tuned record: one-seed cells are "not yet tested", never a win
         if rows is None:
             path = first
             if TUNED not in ledger.record_of(path).command:
@@ -150,6 +151,8 @@ def claim(ledger) -> Claim:
             separated = ia.high < ir.low if gap > 0 else ir.high < ia.low
             if ia.sd is not None and ir.sd is not None:
                 check, clear = ("intervals apart", True) if separated else ("intervals overlap", False)
+            elif rows_by_interval:  # the protocol's rule: a winner only where the intervals lie apart
+                clear, check = False, "one seed so far; no interval yet"
             elif noise is None:  # one seed, and no cell of the record has two: nothing to read the gap against
                 clear, check = False, "one seed; no seed sd to read the gap against"
             else:  # one seed: the gap against the largest seed sd the corpus's record shows
@@ -159,8 +162,10 @@ def claim(ledger) -> Claim:
             cell = lambda f, c: f"{f} {ledger.number(c['mean'], c['source'], '{:.3f}').md()} ({c['size']}, n={c['n']})"  # noqa: E731
             answer.append(f"| {corpus} | {_budget(row['budget'])} | {cell(*a)} | {cell(*r)} | {link(gap, '{:+.3f}')} | {check} |")
             if gap > 0:
-                (wins if clear else leads).append(f"{corpus} at {_budget(row['budget'])} FLOPs")
-                number = number or ledger.number(gap, path, "{:+.3f}")
+                where = f"{corpus} at {_budget(row['budget'])} FLOPs"
+                (wins if clear else untested if check == "one seed so far; no interval yet" else leads).append(where)
+                if number is None:
+                    number, number_untested = ledger.number(gap, path, "{:+.3f}"), where in untested
             else:
                 tie = ia.sd is not None and ir.sd is not None and not clear  # recurrence lower, within the intervals
                 closest = max(closest or (gap, path, tie), (gap, path, tie))
@@ -181,8 +186,11 @@ def claim(ledger) -> Claim:
     if not wins:
         verdict = DOES_NOT_HOLD + before
         detail += (f"Attention leads only on {', '.join(leads)}, by less than the seed sd." if leads else
-                   "A recurrent family is lower than every attention family at every budget of both corpora where both kinds have a cell"
+                   "A recurrent family is lower than every attention family at every budget of both corpora where both kinds"
+                   + (" have a cell with an interval" if untested else " have a cell")
                    + (f"; on {', '.join(ties)} the intervals overlap: a tie, not a win for either kind." if ties else "."))
+        detail += (f" At one seed so far, attention is lower on {', '.join(untested)}: no interval yet, so no ranking."
+                   if untested else "")
     elif len(wins) == tiers:
         verdict = HOLDS + before
     else:
@@ -209,7 +217,8 @@ def claim(ledger) -> Claim:
                      + (f"the 1e14 tier{'' if without_beyond == list(CORPORA) else ' on ' + ' and '.join(without_beyond)}; "
                         if without_beyond else "") + "the GPU tier, toward the compute where Kaplan et al. (2020) place the crossover.",
         number=number or (ledger.number(closest[0], closest[1], "{:+.3f}") if closest else None),
-        number_label=("attention's lead where it leads (nats, recurrent − attention)" if number else
+        number_label=(("attention's lead at one seed, no interval yet (nats, recurrent − attention)" if number_untested
+                       else "attention's lead where it leads (nats, recurrent − attention)") if number else
                       "the gap where attention comes closest (nats, recurrent − attention; negative: recurrence lower"
                       + ("; the intervals overlap there: a tie)" if closest and closest[2] else ")")),
         not_measured=["The GPU tier of the frontier (1e15 FLOPs and beyond; 1e14 runs on the CPU): `python src/train.py "

@@ -149,9 +149,10 @@ def claim(ledger) -> Claim:
             gap = r[1]["mean"] - a[1]["mean"]
             ia, ir = (interval_of(c["mean"], c["sd"], c["n"]) for c in (a[1], r[1]))
             separated = ia.high < ir.low if gap > 0 else ir.high < ia.low
+            not_yet = rows_by_interval and (ia.sd is None or ir.sd is None)  # a tuned cell at one seed so far
             if ia.sd is not None and ir.sd is not None:
                 check, clear = ("intervals apart", True) if separated else ("intervals overlap", False)
-            elif rows_by_interval:  # the protocol's rule: a winner only where the intervals lie apart
+            elif not_yet:  # the protocol's rule: a winner only where the intervals lie apart
                 clear, check = False, "one seed so far; no interval yet"
             elif noise is None:  # one seed, and no cell of the record has two: nothing to read the gap against
                 clear, check = False, "one seed; no seed sd to read the gap against"
@@ -163,7 +164,7 @@ def claim(ledger) -> Claim:
             answer.append(f"| {corpus} | {_budget(row['budget'])} | {cell(*a)} | {cell(*r)} | {link(gap, '{:+.3f}')} | {check} |")
             if gap > 0:
                 where = f"{corpus} at {_budget(row['budget'])} FLOPs"
-                (wins if clear else untested if check == "one seed so far; no interval yet" else leads).append(where)
+                (wins if clear else untested if not_yet else leads).append(where)
                 if number is None:
                     number, number_untested = ledger.number(gap, path, "{:+.3f}"), where in untested
             else:

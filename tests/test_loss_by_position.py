@@ -38,6 +38,27 @@ def test_a_mark_is_found_at_the_token_where_it_begins():
     assert lbp.first_mark(pieces, "ARIEL") is None
 
 
+def test_stretches_are_cut_at_the_start_of_test_and_at_each_mark_and_named_by_the_last_mark():
+    # bugs caught: a stretch that runs across the start of test, a stretch named after the next mark rather
+    # than the last one, a mark the text lacks cutting at 0 or failing
+    losses = torch.arange(10.0)  # valid 0..5, test 6..9
+    got = lbp.stretches(losses, 6, {"A": 2, "B": 8, "C": None})
+    assert got == {"valid, before the marks": 0.5, "valid, from `A`": 3.5, "test, from `A`": 6.5,
+                   "test, from `B`": 8.5}
+    assert lbp.stretches(losses, 10, {}) == {"valid, before the marks": 4.5}  # no test: valid read once
+
+
+def test_passes_are_the_tokens_trained_over_the_training_split():
+    # bug caught: the tokens divided by the evaluation text's length, or a run without the record failing
+    class Run:
+        metrics = {"curve/tokens": 5000.0}
+        datamodule = type("DM", (), {"streams": {"train": torch.zeros(1000, dtype=torch.long),
+                                                 "valid": torch.zeros(100, dtype=torch.long)}})()
+    assert lbp.passes(Run()) == 5.0
+    Run.metrics = {}
+    assert lbp.passes(Run()) is None
+
+
 def test_bins_are_contiguous_means_in_order():
     assert lbp.binned(torch.tensor([1.0, 3.0, 5.0, 7.0, 9.0]), 2) == [3.0, 8.0]  # 3 and 2 tokens
 
@@ -92,3 +113,10 @@ def test_a_recurrent_model_s_valid_mean_is_its_ordinary_validation_loss_with_the
     text = dm.tokenizer.decode(dm.streams["valid"]) + dm.tokenizer.decode(dm.streams["test"])
     first = text.index("dog") - 1  # warm 0: the first evaluated token is valid's second
     assert f"| `dog` | {first:,} |" in where, where
+    # the stretches recombine to each split's mean: valid before and from `dog`, then test from `dog`
+    split_at = dm.streams["valid"].numel() - 1
+    (saved,) = list(csv.DictReader(open(tmp_path / "out" / "loss_by_position.csv")))
+    before, after = float(saved["valid, before the marks"]), float(saved["valid, from `dog`"])
+    assert math.isclose((before * first + after * (split_at - first)) / split_at, float(saved["valid"]), rel_tol=1e-5)
+    assert math.isclose(float(saved["test, from `dog`"]), float(saved["test"]), rel_tol=1e-6)
+    assert "## The loss in each stretch of the text" in where

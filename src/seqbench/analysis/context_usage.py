@@ -176,6 +176,7 @@ class LM:
     datamodule: object
     test_loss: float | None = None  # the run's ordinary test loss (metrics.json), for reference
     results: dict = field(default_factory=dict)
+    metrics: dict = field(default_factory=dict)  # the run's whole metrics.json (its tokens trained, its train loss)
 
     @property
     def window(self) -> int:
@@ -301,10 +302,11 @@ def load_lm(run_dir: Path, ckpt: Path, datamodules: dict) -> LM:
                         f"context usage is measured on language models.")
     model = hydra.utils.instantiate(cfg.model, spec=dm.spec)
     load_weights(model, ckpt)
-    metrics = run_dir / "metrics.json"
-    test_loss = json.loads(metrics.read_text()).get("test/loss") if metrics.is_file() else None
+    metrics_file = run_dir / "metrics.json"
+    metrics = json.loads(metrics_file.read_text()) if metrics_file.is_file() else {}
     # the registry's family of the run's model config (seqbench.families: its module and selector keys)
-    return LM(run_label(run_dir), family_of(cfg.model), dm.corpus, model, dm, test_loss)
+    return LM(run_label(run_dir), family_of(cfg.model), dm.corpus, model, dm, metrics.get("test/loss"),
+              metrics=metrics)
 
 
 def run_label(run_dir: Path) -> str:

@@ -68,15 +68,41 @@ def binned(losses: torch.Tensor, bins: int) -> list[float]:
     return [part.mean().item() for part in torch.tensor_split(losses, bins)]
 
 
-def measure(lm, bins: int, warm: int) -> dict:
-    """One model's row: its mean loss per bin, on valid and on test, and over the whole evaluation text."""
+def passes(lm) -> float | None:
+    """How many times the run read its training split (`curve/tokens` of its metrics.json over the split's
+    tokens): at ten times the compute a small model reads a small corpus ten times as often."""
+    tokens = lm.metrics.get("curve/tokens")
+    return None if tokens is None else tokens / lm.datamodule.streams["train"].numel()
+
+
+def measure(lm, bins: int, warm: int, marks: dict[str, int | None] | None = None) -> dict:
+    """One model's row: its mean loss per bin, on valid and on test, over the whole evaluation text, and in
+    each stretch the marks and the start of test cut it into (`stretches`)."""
     stream, positions, split_at = evaluation_text(lm.datamodule.streams, warm)
     losses = every_token_losses(lm.model.eval(), stream, int(positions[0]))
     return {"run": lm.name, "family": lm.family, "corpus": lm.corpus,
             "params_non_embedding": lm.model.num_params(non_embedding=True), "tokens": losses.numel(),
+            "passes": passes(lm), "train_loss": lm.metrics.get("train/loss_epoch"),
             "valid": losses[:split_at].mean().item(),
             "test": losses[split_at:].mean().item() if split_at < losses.numel() else None,
-            "recorded_test_loss": lm.test_loss, "bins": binned(losses, bins)}
+            "recorded_test_loss": lm.test_loss, "bins": binned(losses, bins),
+            "stretches": stretches(losses, split_at, marks or {})}
+
+
+def stretches(losses: torch.Tensor, split_at: int, marks: dict[str, int | None]) -> dict[str, float]:
+    """The mean loss of each stretch of the evaluation text between its cuts (the start of test, and where each
+    mark first appears), named by its split and the last mark before it: on Tiny Shakespeare, the selection
+    half's and the score half's share of a play the training text began, and the score half's share of one it
+    lacks."""
+    cuts = sorted({0, *([split_at] if split_at < losses.numel() else []),
+                   *(at for at in marks.values() if at is not None)})
+    found = sorted((at, mark) for mark, at in marks.items() if at is not None)
+    out = {}
+    for start, end in zip(cuts, [*cuts[1:], losses.numel()]):
+        split = "valid" if start < split_at else "test"
+        last = [mark for at, mark in found if at <= start]
+        out[f"{split}, " + (f"from `{last[-1]}`" if last else "before the marks")] = losses[start:end].mean().item()
+    return out
 
 
 def first_mark(pieces: list[str], mark: str) -> int | None:
@@ -89,19 +115,36 @@ def first_mark(pieces: list[str], mark: str) -> int | None:
     return None if found < 0 else bisect.bisect_right(starts, found) - 1
 
 
-def marks_table(datamodule, warm: int, bins: int, marks: list[str]) -> str:
-    """Where each of `marks` (a speaker's name, a title) first appears in the evaluation text: its token,
-    its share of the text, and its bin (a character corpus decodes one token to one character)."""
+def mark_positions(datamodule, warm: int, marks: list[str]) -> tuple[dict[str, int | None], int]:
+    """Where each of `marks` (a speaker's name, a title) first appears in the evaluation text, as the index of
+    its evaluated token (None where it does not), and how many tokens the text has."""
     stream, positions, _ = evaluation_text(datamodule.streams, warm)
     space = "" if getattr(datamodule, "level", "char") == "char" else " "  # words and pieces: one space after each
     pieces = [datamodule.tokenizer.decode([i]) + space for i in stream[positions].tolist()]
-    edges = [int(part[0]) for part in torch.tensor_split(torch.arange(len(pieces)), bins)]
+    return {mark: first_mark(pieces, mark) for mark in marks}, len(pieces)
+
+
+def marks_table(marks: dict[str, int | None], tokens: int, bins: int) -> str:
+    """Where each mark first appears in the evaluation text: its token, its share of the text, and its bin."""
+    edges = [int(part[0]) for part in torch.tensor_split(torch.arange(tokens), bins)]
     lines = ["| mark | first at token | of | share of the text | bin |", "|---|---:|---:|---:|---:|"]
-    for mark in marks:
-        at = first_mark(pieces, mark)
-        lines.append(f"| `{mark}` | – | {len(pieces):,} | – | – |" if at is None else
-                     f"| `{mark}` | {at:,} | {len(pieces):,} | {at / len(pieces):.1%} | "
-                     f"{bisect.bisect_right(edges, at)} |")
+    for mark, at in marks.items():
+        lines.append(f"| `{mark}` | – | {tokens:,} | – | – |" if at is None else
+                     f"| `{mark}` | {at:,} | {tokens:,} | {at / tokens:.1%} | {bisect.bisect_right(edges, at)} |")
+    return "\n".join(lines)
+
+
+def stretches_table(rows: list[dict]) -> str:
+    """Each run's mean loss in each stretch of the text, beside how often it read its training split and its
+    training loss: a run that memorises the seen text is low on it and high on the stretch it has not seen."""
+    names = list(dict.fromkeys(name for r in rows for name in r["stretches"]))
+    head = ["run", "family", "passes over train", "train loss (last epoch)", *names]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for r in rows:
+        cells = [r["run"], r["family"], "–" if r["passes"] is None else f"{r['passes']:.1f}",
+                 "–" if r["train_loss"] is None else f"{r['train_loss']:.3f}",
+                 *["–" if name not in r["stretches"] else f"{r['stretches'][name]:.3f}" for name in names]]
+        lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
@@ -129,21 +172,31 @@ def main(argv: list[str] | None = None) -> list[dict]:
     args = parser.parse_args(argv)
     started = time.time()
     lms = load_all(args.paths)
-    rows = [measure(lm, args.bins, args.warm) for lm in lms]
+    marks = {}  # per data module (runs of one corpus share one): the marks' positions in its text
+    for lm in lms:
+        if id(lm.datamodule) not in marks:
+            marks[id(lm.datamodule)] = mark_positions(lm.datamodule, args.warm, args.mark)
+    rows = [measure(lm, args.bins, args.warm, marks[id(lm.datamodule)][0]) for lm in lms]
     args.out.mkdir(parents=True, exist_ok=True)
     with open(args.out / "loss_by_position.csv", "w", newline="") as f:
         w = csv.writer(f)
-        w.writerow(["run", "family", "corpus", "params_non_embedding", "tokens", "valid", "test",
-                    "recorded_test_loss", *[f"bin_{i + 1}" for i in range(args.bins)]])
+        names = list(dict.fromkeys(name for r in rows for name in r["stretches"]))
+        w.writerow(["run", "family", "corpus", "params_non_embedding", "tokens", "passes", "train_loss", "valid",
+                    "test", "recorded_test_loss", *[f"bin_{i + 1}" for i in range(args.bins)], *names])
         for r in rows:
-            w.writerow([r["run"], r["family"], r["corpus"], r["params_non_embedding"], r["tokens"], r["valid"],
-                        r["test"], r["recorded_test_loss"], *r["bins"]])
+            w.writerow([r["run"], r["family"], r["corpus"], r["params_non_embedding"], r["tokens"], r["passes"],
+                        r["train_loss"], r["valid"], r["test"], r["recorded_test_loss"], *r["bins"],
+                        *[r["stretches"].get(name) for name in names]])
     text = (f"# Loss along the evaluation text\n\nMean loss (nats per token) of every token of valid, then test, "
             f"read with everything before it (the last {args.warm:,} training tokens first), in {args.bins} "
             f"contiguous bins in the order of the text.\n\n{table(rows, args.bins)}\n")
     if args.mark:
         text += (f"\n## Where the text changes\n\nThe first appearance of each mark in the evaluation text "
-                 f"({lms[0].corpus}).\n\n{marks_table(lms[0].datamodule, args.warm, args.bins, args.mark)}\n")
+                 f"({lms[0].corpus}).\n\n{marks_table(*marks[id(lms[0].datamodule)], args.bins)}\n"
+                 f"\n## The loss in each stretch of the text\n\nMean loss (nats per token) between the start of "
+                 f"test and the marks' first appearances, each stretch named by its split and the last mark "
+                 f"before it; beside it, how many times the run read its training split (`curve/tokens` over "
+                 f"its tokens) and its last epoch's training loss.\n\n{stretches_table(rows)}\n")
     (args.out / "loss_by_position.md").write_text(text)
     from seqbench.ledger import write_record
 

@@ -198,7 +198,7 @@ def test_a_tier_where_the_transfer_check_found_a_better_setting_trains_its_final
     assert f"tune.per_family={{{LSTM}:{{lr_scale:2,tokens_per_step:1013,size:l}}}}" in top
 
 
-def test_the_top_tier_runs_each_family_at_the_size_chosen_at_the_highest_tier_with_two_seeds(tmp_path):
+def test_the_top_tier_runs_each_family_at_the_size_chosen_at_the_highest_tier_with_three_seeds(tmp_path):
     # bugs caught: the size taken from a lower tier's choice (or the searched size), one seed, or the
     # tier not beyond the frontier's highest; --top-families ignored; both seeds in one sweep (which runs
     # one family's seeds before the next family, so a chain stopped half-way leaves families with none)
@@ -213,14 +213,16 @@ def test_the_top_tier_runs_each_family_at_the_size_chosen_at_the_highest_tier_wi
             (d / "metrics.json").write_text(json.dumps({**metrics, "tune/size": size}))
             n += 1
     chain = Chain("tune_frontier", tmp_path)
-    (first, first_overrides), (second, second_overrides) = chain.top()
-    assert (first, second) == ("frontier_tuned_top_1e14_seed1234", "frontier_tuned_top_1e14_seed2")
-    assert "seed=1234" in first_overrides and "seed=2" in second_overrides
-    for overrides in (first_overrides, second_overrides):
+    (first, first_overrides), (second, second_overrides), (third, third_overrides) = chain.top()
+    # three seeds, as at the frontier's tiers (final_cells.TOP_SEEDS); two could never call a gap
+    assert (first, second, third) == ("frontier_tuned_top_1e14_seed1234", "frontier_tuned_top_1e14_seed2",
+                                      "frontier_tuned_top_1e14_seed3")
+    assert "seed=1234" in first_overrides and "seed=2" in second_overrides and "seed=3" in third_overrides
+    for overrides in (first_overrides, second_overrides, third_overrides):
         assert "budget.flops=1e14" in overrides
         assert f"tune.per_family={{{LSTM}:{{lr_scale:2,tokens_per_step:501,size:l}},{GPT}:{{lr_scale:1,tokens_per_step:245,size:l}}}}" in overrides
     chain.top_families = (GPT,)
-    (_, overrides), _ = chain.top()
+    (_, overrides), *_ = chain.top()
     assert f"preset=frontier/shakespeare/{GPT}" in overrides and LSTM not in overrides[-1]
 
 

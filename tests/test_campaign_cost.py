@@ -13,7 +13,7 @@ from seqbench.analysis.campaign_cost import rows, rule_jobs, sweep_jobs
 from seqbench.campaign import main
 from seqbench.chain import DONE, Chain, parse_commands
 from seqbench.families import compared
-from seqbench.final_cells import Experiment, command, final_commands
+from seqbench.final_cells import TOP_SEEDS, Experiment, command, final_commands
 from seqbench.ledger import read_record
 from test_tuning_record import GPT, LSTM, job
 
@@ -38,7 +38,7 @@ def test_the_protocol_s_rule_counts_what_the_sweeps_it_stands_for_will_run():
     (sizes,) = parse_commands(final_commands(tuned, experiment))
     assert Counter(sweep_jobs(sizes[1])) == Counter(rule_jobs("sizes", experiment, compared(), (), 1e12))
     top = {f: {**tuned[f], "size": "l"} for f in (LSTM, GPT)}
-    ((_, overrides),) = parse_commands([command("frontier_tuned_top_1e14", experiment, [1e14], "1234,2", top)])
+    ((_, overrides),) = parse_commands([command("frontier_tuned_top_1e14", experiment, [1e14], ",".join(["1234", *map(str, range(2, TOP_SEEDS + 1))]), top)])
     assert Counter(sweep_jobs(overrides)) == Counter(rule_jobs("top", experiment, compared(), (LSTM, GPT), 1e12))
 
 
@@ -91,13 +91,13 @@ def test_each_remaining_run_is_estimated_from_its_own_family_at_the_nearest_meas
 
 
 def test_the_top_step_counts_only_the_top_families_at_ten_times_the_highest_tier(tmp_path):
-    # bugs caught: --top-families ignored by the count (every family's two seeds), or the top runs
-    # costed at the highest tier rather than 10 x it (LSTM: 2 x 5e-12 s/FLOP x 1e14 = 1,000 s)
+    # bugs caught: --top-families ignored by the count (every family's seeds), or the top runs
+    # costed at the highest tier rather than 10 x it (LSTM: 5e-12 s/FLOP x 1e14 = 500 s a seed)
     chain = _chain_with_runs(tmp_path)
     chain.top_families = (LSTM,)
     (top,) = rows(chain, ["top"])
-    assert (top.planned, top.remaining, top.unmeasured) == (2, 2, Counter())
-    assert top.estimated_s == pytest.approx(1000.0)
+    assert (top.planned, top.remaining, top.unmeasured) == (TOP_SEEDS, TOP_SEEDS, Counter())
+    assert top.estimated_s == pytest.approx(500.0 * TOP_SEEDS)
 
 
 def test_the_cost_report_is_written_with_its_record_and_runs_nothing(tmp_path, capsys, monkeypatch):
@@ -118,9 +118,9 @@ def test_the_cost_report_is_written_with_its_record_and_runs_nothing(tmp_path, c
 
 def test_the_tier_beyond_is_estimated_from_the_size_chosen_at_the_highest_tier(tmp_path):
     # bugs caught: every size's runs pooled into a family's seconds per FLOP, so the 1e14 runs of the LSTM
-    # (size m chosen at 1e13) were costed at the slow size s's rate too: 2 x (50 + 50 + 500 + 500) s / 4e13
-    # FLOPs x 1e14 = 5,500 s, not m's 2 x 5e-12 x 1e14 = 1,000 s; the size chosen among runs at any setting
-    # (s, by a run at lr x1 that is not the LSTM's setting: 2 x 5e-11 x 1e14 = 10,000 s), not as Chain.top
+    # (size m chosen at 1e13) were costed at the slow size s's rate too: (50 + 50 + 500 + 500) s / 4e13
+    # FLOPs x 1e14 = 2,750 s a seed, not m's 5e-12 x 1e14 = 500 s; the size chosen among runs at any setting
+    # (s, by a run at lr x1 that is not the LSTM's setting: 5e-11 x 1e14 = 5,000 s a seed), not as Chain.top
     # chooses it; the other steps, which train every size, costed at the chosen size's rate
     chain = _chain_with_runs(tmp_path)  # LSTM tuned at lr x2, 512 tokens; its 1e13 size run: m at lr x1, 50 s
     sizes = tmp_path / "frontier_tuned_sizes"
@@ -129,7 +129,7 @@ def test_the_tier_beyond_is_estimated_from_the_size_chosen_at_the_highest_tier(t
     job(sizes, 3, LSTM, 1, None, budget=1e13, wall=500.0, loss=5.0, size="s", **SHAKESPEARE)
     chain.top_families = (LSTM,)
     (top,) = rows(chain, ["top"])
-    assert top.estimated_s == pytest.approx(1000.0)
+    assert top.estimated_s == pytest.approx(500.0 * TOP_SEEDS)
     (seeds,) = rows(chain, ["seeds"])  # by the rule: two seeds a tier; 1e13 at m's rate, the chosen size
     assert seeds.estimated_s == pytest.approx(2 * (1 + 10) + 2 * 50 + 2 * (4 + 40 + 400), rel=1e-6)
     # the transfer check trains the searched size, not the chosen one: the pooled rate, (50 + 50 + 500 + 500) s

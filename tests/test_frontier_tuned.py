@@ -198,9 +198,10 @@ def test_what_the_final_cells_lack_is_said_per_tier():
     assert ft.missing(runs[:6], ["lstm", "gpt"], ["s", "m", "l"], [1e12]).startswith("Every family")
 
 
-def test_the_tier_beyond_is_complete_at_two_seeds_and_a_frontier_tier_at_three():
-    # bug caught: the tier beyond the frontier (1e14, two seeds by the protocol: Chain.top) counted against
-    # three seeds, so the record (and the findings that read it) would stay "partial" after every run
+def test_the_tier_beyond_is_complete_at_its_planned_seeds_where_they_are_fewer(monkeypatch):
+    # bug caught: a tier beyond the frontier that plans fewer seeds (it planned two until 2026-12-06) counted
+    # against three, so the record (and the findings that read it) would stay "partial" after every run
+    monkeypatch.setattr("seqbench.final_cells.TOP_SEEDS", 2)
     runs = [_final("lstm", 1e13, 1.0, 256, 1.5, 1.5 + s / 100, seed=s) for s in (1, 2)]
     runs += [_final("lstm", 1e14, 1.0, 256, 1.3, 1.3 + s / 100, seed=s) for s in (1, 2)]
     from seqbench.verdict import cells
@@ -212,9 +213,18 @@ def test_the_tier_beyond_is_complete_at_two_seeds_and_a_frontier_tier_at_three()
     assert ft.seed_count(runs[:2], [1e12, 1e13]) == "0 of the 1 cells the verdict reads have 3 seeds or more"
 
 
-def test_the_tier_beyond_is_not_read_as_lacking_the_sizes_or_seeds_it_never_trains():
+def test_the_tier_beyond_plans_the_frontier_s_three_seeds():
+    # bug caught: the tier beyond planned at two seeds, whose 95 % t-interval (±9 sd) no gap could pass
+    from seqbench.final_cells import SEEDS, planned_seeds
+
+    assert planned_seeds(1e14, [1e11, 1e12, 1e13]) == planned_seeds(1e13, [1e11, 1e12, 1e13]) == SEEDS == 3
+
+
+def test_the_tier_beyond_is_not_read_as_lacking_the_sizes_or_seeds_it_never_trains(monkeypatch):
     # bug caught: the tier beyond counted as a frontier tier, so the record said "at 1e14: lstm 1 of 3 sizes"
-    # for good, though that tier trains its families at their chosen size alone, two seeds each (Chain.top)
+    # for good, though that tier trains its families at their chosen size alone, two seeds each where it plans
+    # two (Chain.top; the protocol's until 2026-12-06)
+    monkeypatch.setattr("seqbench.final_cells.TOP_SEEDS", 2)
     from seqbench.final_cells import Experiment
 
     experiment = Experiment("tune_frontier")

@@ -25,7 +25,7 @@ tokens while the best lies on the most tried; the best checked trial is the fami
 `seqbench.transfer`),
 `<frontier>_tuned_sizes` (the tiers where no family's setting moved) and `<frontier>_tuned_sizes_<tier>`
 (every family at a tier where one moved, each at its setting there), `<frontier>_tuned_seeds_<tier>` and
-`<frontier>_tuned_top_<tier>_seed<seed>` (one tier beyond the frontier's highest, two seeds, one
+`<frontier>_tuned_top_<tier>_seed<seed>` (one tier beyond the frontier's highest, three seeds, one
 sweep each; `--top-families` limits it) under `--root`. `--steps` picks a part of the chain (the protocol runs top on
 Tiny Shakespeare only).
 

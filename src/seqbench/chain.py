@@ -147,7 +147,7 @@ class Chain:
     def top(self) -> list[Sweep]:
         """One tier beyond the frontier's highest: each family (of `self.top_families`, all by default) at
         the size chosen at the highest tier, with its setting there (the transfer check's, where it moved
-        the tuned one: the nearest tier checked), two seeds, one sweep per seed. A
+        the tuned one: the nearest tier checked), `final_cells.TOP_SEEDS` seeds, one sweep per seed. A
         multirun varies its last key fastest (the seed), so one sweep of both seeds would run every seed
         of one family before the next family: the tier's runs take several sessions, and a chain stopped
         half-way would leave some families with two seeds and others with none. Seed by seed, every

@@ -31,7 +31,7 @@ from seqbench.tuning_effect import changes, effect_markdown, effect_rows, heldou
 
 def verdict_rows(cs: list, tiers: list[float]) -> list[dict]:
     """One row per (tier, family) the verdict reads: the chosen cell's score over seeds, the seeds the
-    protocol plans for it (`final_cells.planned_seeds`; the frontier's `tiers` three, the tier beyond two)
+    protocol plans for it (`final_cells.planned_seeds`)
     and the tier's call, for the readers of the record (`seqbench.findings.headline`)."""
     from seqbench.families import order
     from seqbench.final_cells import planned_seeds
@@ -131,7 +131,7 @@ def missing(runs, families: list[str], sizes: list[str], tiers: list[float]) -> 
 
 def seed_count(runs, tiers: list[float]) -> str:
     """How many of the cells the verdict reads have the seeds the protocol plans for them (the frontier's
-    `tiers` three, the tier beyond two: `final_cells.planned_seeds`)."""
+    `tiers` and the tier beyond: `final_cells.planned_seeds`)."""
     from seqbench.final_cells import SEEDS, TOP_SEEDS, planned_seeds
     from seqbench.verdict import cells, verdict
 
@@ -139,7 +139,8 @@ def seed_count(runs, tiers: list[float]) -> str:
     entries = [c for tier in sorted({c.budget for c in cs}) for c in verdict(cs, tier).entries.values()]
     full = sum(len(c.score) >= planned_seeds(c.budget, tiers) for c in entries)
     beyond = any(c.budget > max(tiers) for c in entries)
-    planned = f"their {SEEDS} seeds or more ({TOP_SEEDS} at the tier beyond the frontier)" if beyond else f"{SEEDS} seeds or more"
+    planned = (f"their {SEEDS} seeds or more ({TOP_SEEDS} at the tier beyond the frontier)" if beyond and TOP_SEEDS != SEEDS
+               else f"{SEEDS} seeds or more")
     return f"{full} of the {len(entries)} cells the verdict reads have {planned}"
 
 

@@ -11,7 +11,7 @@ about 2x low; the plan and its cuts need the runs' own numbers. Per step of the 
   from `final_cells.Experiment` (its presets are the registry's compared families): sizes = family x
   size x tier; seeds = family x tier x 2; transfer = family x 5 settings (3 rates, 2 tokens
   neighbours) at every tier but the searched one (a rate the check adds beyond a best on its edge,
-  `transfer.rate_extensions`, is counted once its sweep is known); top = the top families x 2 seeds at 10 x the highest tier. The edges step before the
+  `transfer.rate_extensions`, is counted once its sweep is known); top = the top families x `final_cells.TOP_SEEDS` seeds at 10 x the highest tier. The edges step before the
   search has finished is computed from the search so far (provisional: a best may still move).
 - **finished:** jobs of the step's sweep directories whose `metrics.json` says `completed` (a diverged
   run completed too: it ran its budget). A failed job is launched again by the campaign, so it stays

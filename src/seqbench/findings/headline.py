@@ -85,7 +85,7 @@ def tuned_rows(ledger, corpus: str) -> list[dict] | None:
         by_budget.setdefault(float(row["budget"]), {})[row["family"]] = {
             "mean": float(row["score_mean"]), "sd": float(row["score_sd"]) if row["score_sd"] else None,
             "n": int(row["seeds"]), "source": path,
-            # the tier beyond the frontier plans two seeds, the frontier's tiers three (records before it: three)
+            # the seeds the protocol plans for the cell (`final_cells.planned_seeds`; records before the column: three)
             "planned": int(row.get("seeds_planned") or SEEDS),
             # a cell whose runs had no test scores its selection loss again: said beside its number
             "size": size if row["held_out"] == "True" else f"{size}, no held-out score"}

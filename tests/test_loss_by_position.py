@@ -59,6 +59,34 @@ def test_passes_are_the_tokens_trained_over_the_training_split():
     assert lbp.passes(Run()) is None
 
 
+def test_each_family_budget_and_size_is_the_mean_over_its_seeds_and_no_more():
+    # bugs caught: the runs of two budgets (1e13 and 1e14) pooled as seeds of one family, so ten times the
+    # compute vanishes from the table; a stretch's mean taken over one run only
+    def row(family, budget, seed, test, unseen, passes=8.0, params=100):
+        return {"family": family, "budget": budget, "seed": seed, "params_non_embedding": params, "passes": passes,
+                "test": test, "stretches": {"test, from `B`": unseen}}
+
+    text = lbp.by_cell([row("gru", 1e13, 2, 1.5, 1.6), row("gru", 1e13, 3, 1.7, 1.8),
+                        row("gru", 1e14, 1234, 1.6, 2.0, passes=80.0)])
+    lines = [line for line in text.splitlines() if line.startswith("| gru")]
+    assert lines == ["| gru | 1e+13 | 100 | 2 (2, 3) | 8 | 1.600 | 1.700 |",
+                     "| gru | 1e+14 | 100 | 1 (1234) | 80 | 1.600 | 2.000 |"], lines
+    assert lbp.seed_of("preset=x budget.flops=1e14 seed=2 tune.x=1") == 2 and lbp.seed_of("preset=x") is None
+
+
+def test_the_next_budget_s_change_is_after_minus_before_in_budget_order_at_one_size():
+    # bugs caught: the change's sign reversed (a worse unseen play read as better); the budgets taken in the
+    # order the runs were given (1e14 first: the change from 1e14 to 1e13); two sizes' runs compared
+    def row(family, budget, test, unseen, params=100):
+        return {"family": family, "budget": budget, "seed": 1, "params_non_embedding": params, "passes": 1.0,
+                "test": test, "stretches": {"test, from `B`": unseen}}
+
+    rows = [row("gru", 1e14, 1.6, 2.0), row("gru", 1e13, 1.5, 1.6), row("gru", 1e13, 1.7, 1.8),
+            row("lstm", 1e13, 1.5, 1.6, params=50), row("lstm", 1e14, 1.4, 1.5, params=70), row("rnn", 1e13, 1.5, 1.6)]
+    lines = [line for line in lbp.compute_changes(rows).splitlines()[2:]]
+    assert lines == ["| gru | 100 | 1e+13 → 1e+14 | 2 → 1 | +0.000 | +0.300 |"], lines
+
+
 def test_bins_are_contiguous_means_in_order():
     assert lbp.binned(torch.tensor([1.0, 3.0, 5.0, 7.0, 9.0]), 2) == [3.0, 8.0]  # 3 and 2 tokens
 

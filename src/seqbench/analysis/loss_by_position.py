@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import bisect
 import csv
+import re
 import sys
 import time
 from pathlib import Path
@@ -75,6 +76,12 @@ def passes(lm) -> float | None:
     return None if tokens is None else tokens / lm.datamodule.streams["train"].numel()
 
 
+def seed_of(overrides: str) -> int | None:
+    """The seed a run's overrides set (None where they do not: the config's default)."""
+    found = re.search(r"(?:^|\s)seed=(\d+)", overrides)
+    return int(found.group(1)) if found else None
+
+
 def measure(lm, bins: int, warm: int, marks: dict[str, int | None] | None = None) -> dict:
     """One model's row: its mean loss per bin, on valid and on test, over the whole evaluation text, and in
     each stretch the marks and the start of test cut it into (`stretches`)."""
@@ -82,6 +89,7 @@ def measure(lm, bins: int, warm: int, marks: dict[str, int | None] | None = None
     losses = every_token_losses(lm.model.eval(), stream, int(positions[0]))
     return {"run": lm.name, "family": lm.family, "corpus": lm.corpus,
             "params_non_embedding": lm.model.num_params(non_embedding=True), "tokens": losses.numel(),
+            "budget": lm.metrics.get("budget/flops"), "seed": seed_of(lm.metrics.get("overrides") or ""),
             "passes": passes(lm), "train_loss": lm.metrics.get("train/loss_epoch"),
             "valid": losses[:split_at].mean().item(),
             "test": losses[split_at:].mean().item() if split_at < losses.numel() else None,
@@ -161,6 +169,65 @@ def table(rows: list[dict], bins: int) -> str:
     return "\n".join(lines)
 
 
+def cells_of(rows: list[dict]) -> dict[tuple, list[dict]]:
+    """The runs of each (family, budget, size), in the order given: a cell's runs differ by their seed alone."""
+    cells: dict[tuple, list[dict]] = {}
+    for r in rows:
+        cells.setdefault((r["family"], r["budget"], r["params_non_embedding"]), []).append(r)
+    return cells
+
+
+def _mean(values: list) -> float | None:
+    values = [v for v in values if v is not None]
+    return sum(values) / len(values) if values else None
+
+
+def compute_changes(rows: list[dict]) -> str:
+    """What the next budget did to each family at one size: the change of its mean loss over seeds, on the
+    whole score half and in each stretch, from each budget to the next one the runs have. Lower on the
+    stretch of a text the training split holds and higher on one it lacks is memorising, not learning."""
+    names = list(dict.fromkeys(name for r in rows for name in r["stretches"]))
+    cells = cells_of(rows)
+    head = ["family", "non-emb params", "budget (FLOPs)", "runs", "test", *names]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for family, params in dict.fromkeys((f, p) for f, _, p in cells):
+        budgets = sorted(b for f, b, p in cells if (f, p) == (family, params) and b is not None)
+        for low, high in zip(budgets, budgets[1:]):
+            a, b = cells[(family, low, params)], cells[(family, high, params)]
+
+            def change(get) -> str:
+                before, after = _mean([get(r) for r in a]), _mean([get(r) for r in b])
+                return "–" if before is None or after is None else f"{after - before:+.3f}"
+
+            lines.append("| " + " | ".join([family, f"{params:,}", f"{low:.0e} → {high:.0e}", f"{len(a)} → {len(b)}",
+                                            change(lambda r: r["test"]),
+                                            *[change(lambda r, n=n: r["stretches"].get(n)) for n in names]]) + " |")
+    return "\n".join(lines)
+
+
+def by_cell(rows: list[dict]) -> str:
+    """The mean over seeds of each (family, budget, size): its passes over the training split and its loss in
+    each stretch, so ten times the compute can be read family by family on the seen and the unseen text."""
+    names = list(dict.fromkeys(name for r in rows for name in r["stretches"]))
+    cells = cells_of(rows)
+    head = ["family", "budget (FLOPs)", "non-emb params", "runs (seeds)", "passes over train", "test", *names]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+
+    def mean(values: list) -> str:
+        value = _mean(values)
+        return "–" if value is None else f"{value:.3f}"
+
+    for (family, budget, params), group in cells.items():
+        seeds = ", ".join(str(r["seed"]) for r in group if r["seed"] is not None)
+        passes_ = [r["passes"] for r in group if r["passes"] is not None]
+        cells_ = [family, "–" if budget is None else f"{budget:.0e}", f"{params:,}",
+                  f"{len(group)}" + (f" ({seeds})" if seeds else ""),
+                  f"{sum(passes_) / len(passes_):.0f}" if passes_ else "–", mean([r["test"] for r in group]),
+                  *[mean([r["stretches"].get(name) for r in group]) for name in names]]
+        lines.append("| " + " | ".join(cells_) + " |")
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> list[dict]:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("paths", type=Path, nargs="+", help="run directories, sweep directories or .ckpt files")
@@ -181,10 +248,12 @@ def main(argv: list[str] | None = None) -> list[dict]:
     with open(args.out / "loss_by_position.csv", "w", newline="") as f:
         w = csv.writer(f)
         names = list(dict.fromkeys(name for r in rows for name in r["stretches"]))
-        w.writerow(["run", "family", "corpus", "params_non_embedding", "tokens", "passes", "train_loss", "valid",
+        w.writerow(["run", "family", "corpus", "budget", "seed", "params_non_embedding", "tokens", "passes",
+                    "train_loss", "valid",
                     "test", "recorded_test_loss", *[f"bin_{i + 1}" for i in range(args.bins)], *names])
         for r in rows:
-            w.writerow([r["run"], r["family"], r["corpus"], r["params_non_embedding"], r["tokens"], r["passes"],
+            w.writerow([r["run"], r["family"], r["corpus"], r["budget"], r["seed"], r["params_non_embedding"],
+                        r["tokens"], r["passes"],
                         r["train_loss"], r["valid"], r["test"], r["recorded_test_loss"], *r["bins"],
                         *[r["stretches"].get(name) for name in names]])
     text = (f"# Loss along the evaluation text\n\nMean loss (nats per token) of every token of valid, then test, "
@@ -196,7 +265,13 @@ def main(argv: list[str] | None = None) -> list[dict]:
                  f"\n## The loss in each stretch of the text\n\nMean loss (nats per token) between the start of "
                  f"test and the marks' first appearances, each stretch named by its split and the last mark "
                  f"before it; beside it, how many times the run read its training split (`curve/tokens` over "
-                 f"its tokens) and its last epoch's training loss.\n\n{stretches_table(rows)}\n")
+                 f"its tokens) and its last epoch's training loss.\n\n{stretches_table(rows)}\n"
+                 f"\n## Each family and budget, over its seeds\n\nThe stretches above, the mean over the runs of "
+                 f"each family, budget (`budget/flops`) and size, in the order the runs were given.\n\n"
+                 f"{by_cell(rows)}\n"
+                 f"\n## What the next budget did, family by family\n\nThe change of each family's mean loss "
+                 f"(the table above) from each budget to the next, at one size: negative is lower.\n\n"
+                 f"{compute_changes(rows)}\n")
     (args.out / "loss_by_position.md").write_text(text)
     from seqbench.ledger import write_record
 

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from seqbench.analysis.frontier_join import frontier_table, join
 from seqbench.final_cells import SEEDS  # a cell's seeds (3); a record's `seeds_planned` says where it plans fewer
-from seqbench.findings import DOES_NOT_HOLD, HOLDS, HOLDS_ONLY, Claim, conditions_of, family_kind
+from seqbench.findings import DOES_NOT_HOLD, HOLDS, HOLDS_ONLY, Claim, conditions_of, family_kind, unseen_text
 from seqbench.verdict import interval_of
 
 CORPORA = {"Tiny Shakespeare": "experiments/figures/frontier-shakespeare/report.md",
@@ -196,6 +196,8 @@ def claim(ledger) -> Claim:
         verdict = HOLDS + before
     else:
         verdict = f"{HOLDS_ONLY} on {', '.join(wins)} ({len(wins)} of {tiers} budget tiers){before}"
+    if "Tiny Shakespeare" in tuned and (why := unseen_text.sentence(ledger)):
+        detail += " " + why  # what the tier beyond measures there, from the loss along the text
     return Claim(
         key="headline", claim="Transformers surpass recurrent networks on language tasks.",
         verdict=verdict, detail=detail, answer=answer,

@@ -20,13 +20,19 @@ RECORD = "experiments/figures/loss-by-position-shakespeare/loss_by_position.csv"
 SEEN, UNSEEN = "test, from `KATHARINA:`", "test, from `Master:`"  # the score half's Shrew, then its Tempest
 
 
-def changes(rows: list[dict]) -> tuple[float | None, float | None, dict[str, dict]]:
-    """(low, high, per family): the record's two highest budgets, and for each family with runs at both, the
-    change of its mean SEEN and UNSEEN loss from low to high (after minus before) and its runs at each."""
+def cells_of(rows: list[dict]) -> dict[tuple[str, float], list[dict]]:
+    """The record's runs by (family, budget); a run without a budget is left out."""
     cells: dict[tuple[str, float], list[dict]] = {}
     for r in rows:
         if r.get("budget"):
             cells.setdefault((r["family"], float(r["budget"])), []).append(r)
+    return cells
+
+
+def changes(rows: list[dict]) -> tuple[float | None, float | None, dict[str, dict]]:
+    """(low, high, per family): the record's two highest budgets, and for each family with runs at both, the
+    change of its mean SEEN and UNSEEN loss from low to high (after minus before) and its runs at each."""
+    cells = cells_of(rows)
     budgets = sorted({b for _, b in cells})
     if len(budgets) < 2:
         return None, None, {}

@@ -200,7 +200,7 @@ def test_a_tier_where_the_transfer_check_found_a_better_setting_trains_its_final
 
 def test_the_top_tier_runs_each_family_at_the_size_chosen_at_the_highest_tier_with_three_seeds(tmp_path):
     # bugs caught: the size taken from a lower tier's choice (or the searched size), one seed, or the
-    # tier not beyond the frontier's highest; --top-families ignored; both seeds in one sweep (which runs
+    # tier not beyond the frontier's highest; --top-families ignored; every seed in one sweep (which runs
     # one family's seeds before the next family, so a chain stopped half-way leaves families with none)
     grid(tmp_path / "tune_frontier", LSTM, [1, 2], [256, 512], {(2, 512): 1.5}, corpus="shakespeare", heldout=True)
     grid(tmp_path / "tune_frontier", GPT, [1, 2], [256, 512], {(1, 256): 1.6}, start=4, corpus="shakespeare", heldout=True)

@@ -69,9 +69,10 @@ def test_each_family_budget_and_size_is_the_mean_over_its_seeds_and_no_more():
     text = lbp.by_cell([row("gru", 1e13, 2, 1.5, 1.6), row("gru", 1e13, 3, 1.7, 1.8),
                         row("gru", 1e14, 1234, 1.6, 2.0, passes=80.0)])
     lines = [line for line in text.splitlines() if line.startswith("| gru")]
-    assert lines == ["| gru | 1e+13 | 100 | 2 (2, 3) | 8 | 1.600 | 1.700 |",
-                     "| gru | 1e+14 | 100 | 1 (1234) | 80 | 1.600 | 2.000 |"], lines
+    assert lines == ["| gru | 1e+13 | 100 | 2 (2, 3) | 8.0 | 1.600 | 1.700 |",
+                     "| gru | 1e+14 | 100 | 1 (1234) | 80.0 | 1.600 | 2.000 |"], lines
     assert lbp.seed_of("preset=x budget.flops=1e14 seed=2 tune.x=1") == 2 and lbp.seed_of("preset=x") is None
+    assert lbp.seed_of("preset=x ++seed=3") == 3 and lbp.seed_of("preset=x data.seed=4") is None
 
 
 def test_the_next_budget_s_change_is_after_minus_before_in_budget_order_at_one_size():

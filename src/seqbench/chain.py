@@ -148,9 +148,9 @@ class Chain:
         """One tier beyond the frontier's highest: each family (of `self.top_families`, all by default) at
         the size chosen at the highest tier, with its setting there (the transfer check's, where it moved
         the tuned one: the nearest tier checked), `final_cells.TOP_SEEDS` seeds, one sweep per seed. A
-        multirun varies its last key fastest (the seed), so one sweep of both seeds would run every seed
+        multirun varies its last key fastest (the seed), so one sweep of every seed would run all seeds
         of one family before the next family: the tier's runs take several sessions, and a chain stopped
-        half-way would leave some families with two seeds and others with none. Seed by seed, every
+        half-way would leave some families with every seed and others with none. Seed by seed, every
         family has its first number before any has its second."""
         from seqbench.final_cells import TOP_SEEDS, Experiment, chosen_sizes, command, flops_text
         from seqbench.transfer import setting_at

@@ -78,7 +78,7 @@ def passes(lm) -> float | None:
 
 def seed_of(overrides: str) -> int | None:
     """The seed a run's overrides set (None where they do not: the config's default)."""
-    found = re.search(r"(?:^|\s)seed=(\d+)", overrides)
+    found = re.search(r"(?:^|\s)\+*seed=(\d+)", overrides)
     return int(found.group(1)) if found else None
 
 
@@ -222,7 +222,7 @@ def by_cell(rows: list[dict]) -> str:
         passes_ = [r["passes"] for r in group if r["passes"] is not None]
         cells_ = [family, "–" if budget is None else f"{budget:.0e}", f"{params:,}",
                   f"{len(group)}" + (f" ({seeds})" if seeds else ""),
-                  f"{sum(passes_) / len(passes_):.0f}" if passes_ else "–", mean([r["test"] for r in group]),
+                  f"{sum(passes_) / len(passes_):.1f}" if passes_ else "–", mean([r["test"] for r in group]),
                   *[mean([r["stretches"].get(name) for r in group]) for name in names]]
         lines.append("| " + " | ".join(cells_) + " |")
     return "\n".join(lines)
@@ -262,8 +262,8 @@ def main(argv: list[str] | None = None) -> list[dict]:
     if args.mark:
         text += (f"\n## Where the text changes\n\nThe first appearance of each mark in the evaluation text "
                  f"({lms[0].corpus}).\n\n{marks_table(*marks[id(lms[0].datamodule)], args.bins)}\n"
-                 f"\n## The loss in each stretch of the text\n\nMean loss (nats per token) between the start of "
-                 f"test and the marks' first appearances, each stretch named by its split and the last mark "
+                 f"\n## The loss in each stretch of the text\n\nMean loss (nats per token) between the cuts (the "
+                 f"start of test and each mark's first appearance), each stretch named by its split and the last mark "
                  f"before it; beside it, how many times the run read its training split (`curve/tokens` over "
                  f"its tokens) and its last epoch's training loss.\n\n{stretches_table(rows)}\n"
                  f"\n## Each family and budget, over its seeds\n\nThe stretches above, the mean over the runs of "

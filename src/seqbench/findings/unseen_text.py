@@ -8,8 +8,10 @@ family with runs at the record's two highest budgets, what ten times the compute
 seen play and higher on the unseen one is memorising the text, not learning the language: the score falls
 for one kind of text and rises for the other, and the verdict's row alone cannot tell which happened.
 
-A change is called only where it is larger than the largest seed sd of a stretch in the record (the noise the
-seeds show); smaller, it is "within the seeds' sd".
+A change is called only where it is larger than the largest seed sd of the score half's two stretches in the
+record (the noise the seeds show); smaller, it is "within the seeds' sd". That is a one-sd rule, weaker than
+the verdict's 95 % intervals: with three runs against one, a change's own sd is about 1.15 times a run's. It
+says which way a family moved, not a ranking; the ranking is the verdict's.
 """
 
 from __future__ import annotations
@@ -20,53 +22,55 @@ RECORD = "experiments/figures/loss-by-position-shakespeare/loss_by_position.csv"
 SEEN, UNSEEN = "test, from `KATHARINA:`", "test, from `Master:`"  # the score half's Shrew, then its Tempest
 
 
-def cells_of(rows: list[dict]) -> dict[tuple[str, float], list[dict]]:
-    """The record's runs by (family, budget); a run without a budget is left out."""
-    cells: dict[tuple[str, float], list[dict]] = {}
+def _value(row: dict, stretch: str) -> float | None:
+    return float(row[stretch]) if row.get(stretch) not in (None, "") else None
+
+
+def cells_of(rows: list[dict]) -> dict[tuple[str, float, str], list[dict]]:
+    """The record's runs by (family, budget, size: `params_non_embedding`), each with both stretches; a run
+    without a budget or a stretch (made without the marks) is left out."""
+    cells: dict[tuple[str, float, str], list[dict]] = {}
     for r in rows:
-        if r.get("budget"):
-            cells.setdefault((r["family"], float(r["budget"])), []).append(r)
+        if r.get("budget") and _value(r, SEEN) is not None and _value(r, UNSEEN) is not None:
+            cells.setdefault((r["family"], float(r["budget"]), r["params_non_embedding"]), []).append(r)
     return cells
 
 
 def changes(rows: list[dict]) -> tuple[float | None, float | None, dict[str, dict]]:
-    """(low, high, per family): the record's two highest budgets, and for each family with runs at both, the
-    change of its mean SEEN and UNSEEN loss from low to high (after minus before) and its runs at each."""
+    """(low, high, per family): the record's two highest budgets, and for each family with runs of one size at
+    both, the change of its mean SEEN and UNSEEN loss from low to high (after minus before) and its runs at
+    each."""
     cells = cells_of(rows)
-    budgets = sorted({b for _, b in cells})
+    budgets = sorted({b for _, b, _ in cells})
     if len(budgets) < 2:
         return None, None, {}
     low, high = budgets[-2:]
     out = {}
-    for family in dict.fromkeys(f for f, _ in cells):
-        a, b = cells.get((family, low)), cells.get((family, high))
-        if a and b:
-            out[family] = {stretch: statistics.fmean(float(r[stretch]) for r in b)
-                           - statistics.fmean(float(r[stretch]) for r in a) for stretch in (SEEN, UNSEEN)}
+    for family, _, size in cells:
+        a, b = cells.get((family, low, size)), cells.get((family, high, size))
+        if a and b and family not in out:
+            out[family] = {stretch: statistics.fmean(_value(r, stretch) for r in b)
+                           - statistics.fmean(_value(r, stretch) for r in a) for stretch in (SEEN, UNSEEN)}
             out[family]["runs"] = (len(a), len(b))
     return low, high, out
 
 
 def noise(rows: list[dict]) -> float | None:
     """The largest seed sd of the SEEN or UNSEEN loss over the record's cells with two runs or more."""
-    cells: dict[tuple, list[dict]] = {}
-    for r in rows:
-        cells.setdefault((r["family"], r.get("budget"), r["params_non_embedding"]), []).append(r)
-    sds = [statistics.stdev(float(r[s]) for r in group) for group in cells.values() if len(group) >= 2
+    sds = [statistics.stdev(_value(r, s) for r in group) for group in cells_of(rows).values() if len(group) >= 2
            for s in (SEEN, UNSEEN)]
     return max(sds) if sds else None
 
 
-def sentence(ledger) -> str | None:
+def sentence(ledger, frontier_top: float) -> str | None:
     """The headline's reason for the tier beyond on Tiny Shakespeare, every number linked to the record; None
-    where the record, its stretches or two budgets of one family are not there."""
+    where the record, its stretches, two budgets of one family, or a highest budget beyond the frontier's
+    `frontier_top` tier are not there."""
     if not ledger.has(RECORD):
         return None
     rows = ledger.rows(RECORD)
-    if not rows or SEEN not in rows[0] or UNSEEN not in rows[0]:
-        return None
     low, high, by_family = changes(rows)
-    if not by_family:
+    if not by_family or high <= frontier_top:
         return None
     sd = noise(rows)
 
@@ -89,7 +93,8 @@ def sentence(ledger) -> str | None:
             f"training text lacks, after *The Taming of the Shrew*, which it holds "
             f"(`python -m seqbench.analysis.loss_by_position`). From {budget(low)} to {budget(high)} FLOPs, the change of "
             f"each family's mean loss on the score half's Shrew and on its Tempest was {said}"
-            + (f" (a change within the largest seed sd of a stretch, {ledger.number(sd, RECORD).md()}, is not called)"
+            + (f" (a change within the largest seed sd of a stretch, {ledger.number(sd, RECORD).md()}, is not called: "
+               f"a one-sd rule, which says the direction, not a ranking)"
                if sd is not None else " (one run a cell: seen, not yet tested against the seeds' noise)") + ".")
 
 

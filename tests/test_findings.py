@@ -391,3 +391,21 @@ def test_a_long_range_verdict_carried_by_text_alone_shows_the_text_number(tmp_pa
     claim = long_range.claim(Ledger(tmp_path))
     assert claim.verdict == "holds only on PTB text"
     assert claim.number.text == "+0.060" and "PTB tokens beyond 50" in claim.number_label
+
+
+def test_a_lead_whose_intervals_overlap_is_said_so_and_the_tier_beyond_is_known_by_its_budget(frontier_ledger):
+    # bugs caught: attention lower at two seeds a cell, beyond the seed sd but within the intervals, called
+    # "by less than the seed sd" (the 1e14 tier on 2026-12-06: 0.096 nats against sds of 0.009 and 0.002);
+    # the README's number called a lead "where it leads" though it is no win; the tier beyond recognised only
+    # by planning fewer seeds, so with three planned "the 1e14 tier" stayed in what would change the answer
+    planned = {1e12: 3, 1e14: 3}
+    for corpus in headline.CORPORA:
+        _tuned_record(frontier_ledger, corpus, [(1e12, "transformer", 3, 1.8, 0.01), (1e12, "lstm", 3, 1.5, 0.01),
+                                                (1e14, "transformer", 2, 1.537, 0.009), (1e14, "gru", 2, 1.633, 0.002)],
+                      planned)
+    c = headline.claim(Ledger(frontier_ledger))
+    assert "Tiny Shakespeare at 1e14 FLOPs (the intervals overlap), PTB at 1e14 FLOPs (the intervals overlap): no win" in c.detail, c.detail
+    assert "by less than the seed sd" not in c.detail
+    assert "within the intervals: no win" in c.number_label, c.number_label
+    assert "the 1e14 tier" not in c.would_change, c.would_change
+    assert "a recurrent family is lower than every attention family" in c.detail

@@ -33,6 +33,8 @@ LATER = {"Tiny Shakespeare": ["experiments/figures/frontier-shakespeare-parallel
 # the frontier after tuning (`python -m seqbench.frontier_tuned ... --report <folder>`): read instead where recorded
 AFTER_TUNING = {"Tiny Shakespeare": "experiments/figures/frontier-after-tuning-shakespeare/verdict.csv",
                 "PTB": "experiments/figures/frontier-after-tuning-ptb/verdict.csv"}
+# each corpus's tuned frontier (`final_cells.Experiment`): its tiers; a budget above them is the tier beyond
+EXPERIMENTS = {"Tiny Shakespeare": "tune_frontier", "PTB": "tune_frontier_ptb"}
 TUNED = "experiment=tune_frontier"  # the equal-budget search's experiments (tune_frontier, tune_frontier_ptb)
 GPU_RUNS = {"medium": "experiments/records/2026-11-26-h100/zaremba_medium/metrics.json",
             "large": "experiments/records/2026-11-26-h100/zaremba_large/metrics.json"}
@@ -109,6 +111,8 @@ def claim(ledger) -> Claim:
               "| corpus | budget (FLOPs) | best attention | best recurrent | recurrent − attention | interval check |",
               "|---|---:|---|---|---:|---|"]
     wins, leads, tiers, untuned, spreads, ties, untested = [], [], 0, [], [], [], []
+    overlap: set[str] = set()  # the leads whose intervals overlap (the others: one seed, within the seed sd)
+    number_overlap = False
     number, closest, number_untested = None, None, False
     read, full, cells_read, compared, single = [], 0, 0, 0, 0
     fewer: dict[float, int] = {}  # a tier whose cells the protocol gives fewer seeds (the tier beyond): how many
@@ -129,9 +133,9 @@ def claim(ledger) -> Claim:
             spread = max(sds) if sds else None
             cells_read += sum(len(r["cells"]) for r in rows)
             full += sum(c["n"] >= c["planned"] for r in rows for c in r["cells"].values())
-            here = {r["budget"]: c["planned"] for r in rows for c in r["cells"].values() if c["planned"] < SEEDS}
-            fewer |= here
-            beyond_read += [corpus] if here else []
+            fewer |= {r["budget"]: c["planned"] for r in rows for c in r["cells"].values() if c["planned"] < SEEDS}
+            # the tier beyond by its budget, above the frontier's tiers (it plans as many seeds as they do now)
+            beyond_read += [corpus] if rows[-1]["budget"] > max(Experiment(EXPERIMENTS[corpus]).tiers()) else []
         read.append(path)
         if spread:
             spreads.append(f"{ledger.number(spread[0], path).md()} ({corpus}, {spread[1]})")
@@ -165,8 +169,12 @@ def claim(ledger) -> Claim:
             if gap > 0:
                 where = f"{corpus} at {_budget(row['budget'])} FLOPs"
                 (wins if clear else untested if not_yet else leads).append(where)
+                # why a lead is no win: intervals that overlap (seeds enough for them), or a one-seed gap within
+                # the seed sd
+                overlap |= {where} if where in leads and ia.sd is not None and ir.sd is not None else set()
                 if number is None:
                     number, number_untested = ledger.number(gap, path, "{:+.3f}"), where in untested
+                    number_overlap = where in overlap
             else:
                 tie = ia.sd is not None and ir.sd is not None and not clear  # recurrence lower, within the intervals
                 closest = max(closest or (gap, path, tie), (gap, path, tie))
@@ -183,12 +191,15 @@ def claim(ledger) -> Claim:
               f"`{TUNED}`. " if untuned else "")
     if tuned:
         detail += (f"{' and '.join(tuned)}: every family tuned by the same search and scored on held-out data"
-                   + (f"; until every cell has {plan}, the one-seed rows are no ranking. " if partial else ". "))
+                   + (f"; until every cell has {plan}, a row whose cells have fewer is no ranking. " if partial else ". "))
     if not wins:
         verdict = DOES_NOT_HOLD + before
-        detail += (f"Attention leads only on {', '.join(leads)}, by less than the seed sd." if leads else
-                   "A recurrent family is lower than every attention family at every budget of both corpora where both kinds"
-                   + (" have a cell with an interval" if untested else " have a cell")
+        why_not = [f"{w} ({'the intervals overlap' if w in overlap else 'by less than the seed sd'})" for w in leads]
+        detail += ((f"Attention is lower only on {', '.join(why_not)}: no win. At every other budget of both corpora "
+                    "where both kinds have a cell, a" if leads else
+                    "A recurrent family is lower than every attention family at every budget of both corpora where both kinds")
+                   + (" recurrent family is lower than every attention family" if leads else
+                      (" have a cell with an interval" if untested else " have a cell"))
                    + (f"; on {', '.join(ties)} the intervals overlap: a tie, not a win for either kind." if ties else "."))
         detail += (f" At one seed so far, attention is lower on {', '.join(untested)}: no interval yet, so no ranking."
                    if untested else "")
@@ -222,6 +233,7 @@ def claim(ledger) -> Claim:
                         if without_beyond else "") + "the GPU tier, toward the compute where Kaplan et al. (2020) place the crossover.",
         number=number or (ledger.number(closest[0], closest[1], "{:+.3f}") if closest else None),
         number_label=(("attention's lead at one seed, no interval yet (nats, recurrent − attention)" if number_untested
+                       else "attention's lead, within the intervals: no win (nats, recurrent − attention)" if number_overlap
                        else "attention's lead where it leads (nats, recurrent − attention)") if number else
                       "the gap where attention comes closest (nats, recurrent − attention; negative: recurrence lower"
                       + ("; the intervals overlap there: a tie)" if closest and closest[2] else ")")),

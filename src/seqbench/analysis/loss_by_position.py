@@ -142,10 +142,15 @@ def marks_table(marks: dict[str, int | None], tokens: int, bins: int) -> str:
     return "\n".join(lines)
 
 
+def stretch_names(rows: list[dict]) -> list[str]:
+    """Every stretch any row has, in the order they first appear: the columns of the stretch tables."""
+    return list(dict.fromkeys(name for r in rows for name in r["stretches"]))
+
+
 def stretches_table(rows: list[dict]) -> str:
     """Each run's mean loss in each stretch of the text, beside how often it read its training split and its
     training loss: a run that memorises the seen text is low on it and high on the stretch it has not seen."""
-    names = list(dict.fromkeys(name for r in rows for name in r["stretches"]))
+    names = stretch_names(rows)
     head = ["run", "family", "passes over train", "train loss (last epoch)", *names]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in rows:
@@ -186,7 +191,7 @@ def compute_changes(rows: list[dict]) -> str:
     """What the next budget did to each family at one size: the change of its mean loss over seeds, on the
     whole score half and in each stretch, from each budget to the next one the runs have. Lower on the
     stretch of a text the training split holds and higher on one it lacks is memorising, not learning."""
-    names = list(dict.fromkeys(name for r in rows for name in r["stretches"]))
+    names = stretch_names(rows)
     cells = cells_of(rows)
     head = ["family", "non-emb params", "budget (FLOPs)", "runs", "test", *names]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
@@ -208,7 +213,7 @@ def compute_changes(rows: list[dict]) -> str:
 def by_cell(rows: list[dict]) -> str:
     """The mean over seeds of each (family, budget, size): its passes over the training split and its loss in
     each stretch, so ten times the compute can be read family by family on the seen and the unseen text."""
-    names = list(dict.fromkeys(name for r in rows for name in r["stretches"]))
+    names = stretch_names(rows)
     cells = cells_of(rows)
     head = ["family", "budget (FLOPs)", "non-emb params", "runs (seeds)", "passes over train", "test", *names]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
@@ -247,7 +252,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
     args.out.mkdir(parents=True, exist_ok=True)
     with open(args.out / "loss_by_position.csv", "w", newline="") as f:
         w = csv.writer(f)
-        names = list(dict.fromkeys(name for r in rows for name in r["stretches"]))
+        names = stretch_names(rows)
         w.writerow(["run", "family", "corpus", "budget", "seed", "params_non_embedding", "tokens", "passes",
                     "train_loss", "valid",
                     "test", "recorded_test_loss", *[f"bin_{i + 1}" for i in range(args.bins)], *names])

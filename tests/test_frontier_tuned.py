@@ -242,3 +242,14 @@ def test_the_tier_beyond_is_not_read_as_lacking_the_sizes_or_seeds_it_never_trai
     assert ft.coverage(runs, experiment) == (
         f"{cells} of the {cells} cells the verdict reads have their 3 seeds or more (2 at the tier beyond the "
         "frontier). Every family has run every size at every tier of the frontier.")
+
+
+def test_the_verdict_record_keeps_enough_decimals_that_a_reader_rounds_once():
+    # bug caught: verdict.csv wrote 4 decimals, so a mean of 1.63351 became "1.6335", which the findings page
+    # rounded again to 1.633 while the verdict table beside it (from the runs) showed 1.634 (seen 2026-12-06
+    # on the GRU at 1e14)
+    from seqbench.verdict import cells
+
+    runs = [_final("gru", 1e13, 1.0, 256, 1.6, score, seed=s) for s, score in ((1234, 1.63341), (2, 1.63361))]
+    row = ft.verdict_rows(cells(runs), [1e13])[0]
+    assert f"{float(row['score_mean']):.3f}" == f"{(1.63341 + 1.63361) / 2:.3f}" == "1.634"

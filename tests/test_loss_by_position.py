@@ -75,6 +75,26 @@ def test_each_family_budget_and_size_is_the_mean_over_its_seeds_and_no_more():
     assert lbp.seed_of("preset=x ++seed=3") == 3 and lbp.seed_of("preset=x data.seed=4") is None
 
 
+def test_a_cell_s_seed_sd_is_over_its_runs_and_absent_with_one_run(tmp_path):
+    # bugs caught: the sd taken over the cell's stretches (or over every run of the family) instead of its
+    # seeds; a one-run cell given an sd of 0 (it has none: the findings' one-sd rule would read it as exact);
+    # the CSV the findings read written from other numbers than the tables'
+    def row(budget, seed, seen, unseen):
+        return {"family": "gru", "budget": budget, "seed": seed, "params_non_embedding": 100, "passes": 1.0,
+                "test": 1.0, "stretches": {"test, from `A`": seen, "test, from `B`": unseen}}
+
+    rows = [row(1e13, 2, 1.5, 1.6), row(1e13, 3, 1.7, 2.0), row(1e14, 2, 1.4, 2.1)]
+    low, high = lbp.cell_rows(rows)
+    assert (low["runs"], low["seeds"], high["runs"]) == (2, "2 3", 1)
+    assert math.isclose(low["sd: test, from `A`"], 0.2 / 2 ** 0.5)  # two runs: sd = |difference| / √2
+    assert math.isclose(low["sd: test, from `B`"], 0.4 / 2 ** 0.5) and high["sd: test, from `B`"] is None
+    lbp.write_cells(tmp_path / "cells.csv", rows)
+    saved = list(csv.DictReader(open(tmp_path / "cells.csv")))
+    assert [(float(c["budget"]), c["runs"], float(c["test, from `B`"])) for c in saved] == [(1e13, "2", 1.8),
+                                                                                            (1e14, "1", 2.1)]
+    assert math.isclose(float(saved[0]["sd: test, from `B`"]), 0.4 / 2 ** 0.5) and saved[1]["sd: test, from `B`"] == ""
+
+
 def test_the_next_budget_s_change_is_after_minus_before_in_budget_order_at_one_size():
     # bugs caught: the change's sign reversed (a worse unseen play read as better); the budgets taken in the
     # order the runs were given (1e14 first: the change from 1e14 to 1e13); two sizes' runs compared
@@ -149,3 +169,6 @@ def test_a_recurrent_model_s_valid_mean_is_its_ordinary_validation_loss_with_the
     assert math.isclose((before * first + after * (split_at - first)) / split_at, float(saved["valid"]), rel_tol=1e-5)
     assert math.isclose(float(saved["test, from `dog`"]), float(saved["test"]), rel_tol=1e-6)
     assert "## The loss in each stretch of the text" in where
+    (cell,) = list(csv.DictReader(open(tmp_path / "out" / "cells.csv")))  # one run: its cell is the run
+    assert (cell["runs"], cell["sd: test, from `dog`"]) == ("1", "")
+    assert float(cell["test, from `dog`"]) == float(saved["test, from `dog`"])

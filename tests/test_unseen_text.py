@@ -3,13 +3,12 @@ holds where the page says it does, and the sentence read from the loss-by-positi
 
 from __future__ import annotations
 
-import csv
-import statistics
 import json
 
 import pytest
 
 from conftest import DATA_DIR
+from seqbench.analysis import loss_by_position as lbp
 from seqbench.data.shakespeare import split
 from seqbench.findings import family_kind, unseen_text
 from seqbench.ledger import RECORD, Ledger
@@ -30,16 +29,22 @@ def test_the_tempest_is_in_the_score_half_alone_and_the_shrew_in_the_training_te
     assert "KATHARINA:" not in test[test.index("Master:"):]  # the Shrew does not come back after it
 
 
-def _record(root, runs: list[tuple]) -> Ledger:
-    """A loss-by-position record of `runs`: (family, budget, seed, seen loss, unseen loss)."""
+def _runs(runs: list[tuple], params: int = 100) -> list[dict]:
+    """loss_by_position's rows for `runs`: (family, budget, seed, seen loss, unseen loss), a loss None where the
+    run has no such stretch."""
+    return [{"family": family, "budget": budget, "seed": seed, "params_non_embedding": params, "passes": 1.0,
+             "test": 1.0, "stretches": {k: v for k, v in ((unseen_text.SEEN, seen), (unseen_text.UNSEEN, unseen))
+                                        if v is not None}}
+            for family, budget, seed, seen, unseen in runs]
+
+
+def _record(root, runs: list[tuple] | list[dict]) -> Ledger:
+    """A loss-by-position record of `runs` (tuples as `_runs` takes, or its rows), written as loss_by_position
+    writes it (`write_cells`): what the findings read is what the analysis wrote."""
     folder = root / "experiments/figures/loss-by-position-shakespeare"
     folder.mkdir(parents=True)
-    with open(folder / "loss_by_position.csv", "w", newline="") as f:
-        w = csv.writer(f)
-        w.writerow(["run", "family", "budget", "seed", "params_non_embedding", unseen_text.SEEN, unseen_text.UNSEEN])
-        for i, (family, budget, seed, seen, unseen) in enumerate(runs):
-            w.writerow([f"s/{i}", family, budget, seed, 100, seen, unseen])
-    (folder / RECORD).write_text(json.dumps({"records": [{"files": ["loss_by_position.csv"], "command": "a test",
+    lbp.write_cells(folder / "cells.csv", runs if runs and isinstance(runs[0], dict) else _runs(runs))
+    (folder / RECORD).write_text(json.dumps({"records": [{"files": ["cells.csv"], "command": "a test",
                                                           "git_commit": "x", "hardware": "h", "date": "d",
                                                           "wall_time": "1 s"}]}))
     return Ledger(root)
@@ -63,7 +68,8 @@ def test_the_sentence_groups_families_by_what_the_next_budget_did_on_each_play(t
 
 def test_a_change_within_the_seeds_sd_is_not_called(tmp_path):
     # bug caught: a change smaller than the seeds' own spread called "higher" (noise read as memorising)
-    ledger = _record(tmp_path, [("gru", 1e13, 2, 1.40, 1.70), ("gru", 1e13, 3, 1.50, 1.80),  # sd 0.071
+    # and: the noise read from the Shrew's sd alone (0.014 here), so the Tempest's +0.050 called "higher"
+    ledger = _record(tmp_path, [("gru", 1e13, 2, 1.40, 1.70), ("gru", 1e13, 3, 1.42, 1.80),  # sd 0.014 and 0.071
                                 ("gru", 1e14, 1234, 1.30, 1.80)])  # the Tempest +0.050: between half and one sd
     text = unseen_text.sentence(ledger, 1e13)
     assert "lower on the Shrew, within the seeds' sd on the Tempest" in text, text
@@ -72,15 +78,15 @@ def test_a_change_within_the_seeds_sd_is_not_called(tmp_path):
     assert unseen_text.sentence(ledger, 1e14) is None
 
 
-def test_two_sizes_of_a_family_are_not_pooled_and_a_run_without_the_stretches_is_left_out(tmp_path):
-    # bugs caught: a family's two sizes at one budget pooled as seeds (the change mixes sizes); a run recorded
-    # without the marks (empty stretches) failing the sentence
-    ledger = _record(tmp_path, [("gru", 1e13, 2, 1.40, 1.70), ("gru", 1e14, 2, 1.30, 1.90),
-                                ("gru", 1e14, 3, "", "")])
-    rows = ledger.rows(unseen_text.RECORD)
-    rows.append({**rows[0], "params_non_embedding": "999", unseen_text.SEEN: "0.1", unseen_text.UNSEEN: "0.1"})
-    low, high, by_family = unseen_text.changes(rows)
-    assert by_family["gru"]["runs"] == (1, 1), by_family
+def test_two_sizes_of_a_family_are_not_paired_across_budgets(tmp_path):
+    # bug caught: a family's cells paired by family and budget alone, so its size 999 at 1e14 (listed first)
+    # stood against its size 100 at 1e13 (the change mixes sizes)
+    rows = _runs([("gru", 1e14, 2, 0.1, 0.1)], params=999) + _runs([("gru", 1e13, 2, 1.40, 1.70),
+                                                                     ("gru", 1e14, 2, 1.30, 1.90),
+                                                                     ("gru", 1e14, 3, 1.30, 1.90)])
+    ledger = _record(tmp_path, rows)
+    low, high, by_family = unseen_text.changes(ledger.rows(unseen_text.RECORD))
+    assert by_family["gru"]["runs"] == (1, 2), by_family
     assert abs(by_family["gru"][unseen_text.UNSEEN] - 0.2) < 1e-9
 
 
@@ -89,8 +95,8 @@ def test_no_record_or_a_record_without_the_stretches_says_nothing(tmp_path):
     assert unseen_text.sentence(Ledger(tmp_path), 1e13) is None
     folder = tmp_path / "experiments/figures/loss-by-position-shakespeare"
     folder.mkdir(parents=True)
-    (folder / "loss_by_position.csv").write_text("run,family,budget,seed,params_non_embedding,valid\ns/0,gru,1e13,2,100,1.5\n")
-    (folder / RECORD).write_text(json.dumps({"records": [{"files": ["loss_by_position.csv"], "command": "a test",
+    lbp.write_cells(folder / "cells.csv", _runs([("gru", 1e13, 2, None, None), ("gru", 1e14, 2, None, None)]))
+    (folder / RECORD).write_text(json.dumps({"records": [{"files": ["cells.csv"], "command": "a test",
                                                           "git_commit": "x", "hardware": "h", "date": "d",
                                                           "wall_time": "1 s"}]}))
     assert unseen_text.sentence(Ledger(tmp_path), 1e13) is None
@@ -113,11 +119,11 @@ def test_the_frontier_page_s_reading_holds_on_the_committed_record():
     assert (low, high) == (1e13, 1e14) and sd is not None, (low, high, sd)
     seen = [name for name in rows[0] if name.startswith("valid, ")] + [unseen_text.SEEN]
     cells = unseen_text.cells_of(rows)
-    assert len({(f, b) for f, b, _ in cells}) == len(cells)  # one size a family and budget: the means below
+    assert len({(f, b) for f, b, _ in cells}) == len(cells)  # one size a family and budget: the cells below
 
     def change(family, column):
-        a, b = (statistics.fmean(float(r[column]) for (f, t, _), runs in cells.items() if (f, t) == (family, budget)
-                                 for r in runs) for budget in (low, high))
+        a, b = (float(next(c for (f, t, _), c in cells.items() if (f, t) == (family, budget))[column])
+                for budget in (low, high))
         return b - a
 
     for family in by_family:

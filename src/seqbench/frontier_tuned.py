@@ -46,9 +46,9 @@ def verdict_rows(cs: list, tiers: list[float]) -> list[dict]:
             finite = math.isfinite(i.low)
             rows.append({"budget": f"{tier:.0e}", "family": family, "params_non_embedding": c.params, "seeds": i.n,
                          "seeds_planned": planned_seeds(tier, tiers),
-                         "score_mean": f"{i.mean:.4f}", "score_sd": "" if i.sd is None else f"{i.sd:.4f}",
-                         "low": f"{i.low:.4f}" if finite else "", "high": f"{i.high:.4f}" if finite else "",
-                         "selection_mean": f"{c.selected_by:.4f}", "held_out": c.held_out, "tier_verdict": call,
+                         "score_mean": f"{i.mean:.6f}", "score_sd": "" if i.sd is None else f"{i.sd:.6f}",
+                         "low": f"{i.low:.6f}" if finite else "", "high": f"{i.high:.6f}" if finite else "",
+                         "selection_mean": f"{c.selected_by:.6f}", "held_out": c.held_out, "tier_verdict": call,
                          "tied": " ".join(order(v.tied)) if not v.winner else ""})
     return rows
 

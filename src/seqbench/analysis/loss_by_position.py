@@ -26,6 +26,7 @@ import argparse
 import bisect
 import csv
 import re
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -187,12 +188,32 @@ def _mean(values: list) -> float | None:
     return sum(values) / len(values) if values else None
 
 
-def compute_changes(rows: list[dict]) -> str:
-    """What the next budget did to each family at one size: the change of its mean loss over seeds, on the
-    whole score half and in each stretch, from each budget to the next one the runs have. Lower on the
-    stretch of a text the training split holds and higher on one it lacks is memorising, not learning."""
+def cell_rows(rows: list[dict]) -> list[dict]:
+    """One row per (family, budget, size): its runs and seeds, and the mean over them of its passes over the
+    training split, its score-half loss and its loss in each stretch, with the stretch's sd over the seeds where
+    it has two runs or more. The one place the runs are averaged: the tables below and the record's `cells.csv`
+    (which `seqbench.findings.unseen_text` reads) are this."""
     names = stretch_names(rows)
-    cells = cells_of(rows)
+    out = []
+    for (family, budget, params), group in cells_of(rows).items():
+        cell = {"family": family, "budget": budget, "params_non_embedding": params, "runs": len(group),
+                "seeds": " ".join(str(r["seed"]) for r in group if r["seed"] is not None),
+                "passes": _mean([r["passes"] for r in group]), "test": _mean([r["test"] for r in group])}
+        for name in names:
+            values = [r["stretches"][name] for r in group if r["stretches"].get(name) is not None]
+            cell[name] = _mean(values)
+            cell[f"sd: {name}"] = statistics.stdev(values) if len(values) >= 2 else None
+        out.append(cell)
+    return out
+
+
+def compute_changes(rows: list[dict]) -> str:
+    """What the next budget did to each family at one size: the change of its mean loss over seeds
+    (`cell_rows`), on the whole score half and in each stretch, from each budget to the next one the runs
+    have. Lower on the stretch of a text the training split holds and higher on one it lacks is memorising,
+    not learning."""
+    names = stretch_names(rows)
+    cells = {(c["family"], c["budget"], c["params_non_embedding"]): c for c in cell_rows(rows)}
     head = ["family", "non-emb params", "budget (FLOPs)", "runs", "test", *names]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for family, params in dict.fromkeys((f, p) for f, _, p in cells):
@@ -200,37 +221,42 @@ def compute_changes(rows: list[dict]) -> str:
         for low, high in zip(budgets, budgets[1:]):
             a, b = cells[(family, low, params)], cells[(family, high, params)]
 
-            def change(get) -> str:
-                before, after = _mean([get(r) for r in a]), _mean([get(r) for r in b])
-                return "–" if before is None or after is None else f"{after - before:+.3f}"
+            def change(column: str) -> str:
+                return "–" if a[column] is None or b[column] is None else f"{b[column] - a[column]:+.3f}"
 
-            lines.append("| " + " | ".join([family, f"{params:,}", f"{low:.0e} → {high:.0e}", f"{len(a)} → {len(b)}",
-                                            change(lambda r: r["test"]),
-                                            *[change(lambda r, n=n: r["stretches"].get(n)) for n in names]]) + " |")
+            lines.append("| " + " | ".join([family, f"{params:,}", f"{low:.0e} → {high:.0e}",
+                                            f"{a['runs']} → {b['runs']}", change("test"),
+                                            *[change(n) for n in names]]) + " |")
     return "\n".join(lines)
 
 
 def by_cell(rows: list[dict]) -> str:
-    """The mean over seeds of each (family, budget, size): its passes over the training split and its loss in
-    each stretch, so ten times the compute can be read family by family on the seen and the unseen text."""
+    """The mean over seeds of each (family, budget, size) (`cell_rows`): its passes over the training split
+    and its loss in each stretch, so ten times the compute can be read family by family on the seen and the
+    unseen text."""
     names = stretch_names(rows)
-    cells = cells_of(rows)
     head = ["family", "budget (FLOPs)", "non-emb params", "runs (seeds)", "passes over train", "test", *names]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
 
-    def mean(values: list) -> str:
-        value = _mean(values)
-        return "–" if value is None else f"{value:.3f}"
+    def mean(value: float | None, digits: int = 3) -> str:
+        return "–" if value is None else f"{value:.{digits}f}"
 
-    for (family, budget, params), group in cells.items():
-        seeds = ", ".join(str(r["seed"]) for r in group if r["seed"] is not None)
-        passes_ = [r["passes"] for r in group if r["passes"] is not None]
-        cells_ = [family, "–" if budget is None else f"{budget:.0e}", f"{params:,}",
-                  f"{len(group)}" + (f" ({seeds})" if seeds else ""),
-                  f"{sum(passes_) / len(passes_):.1f}" if passes_ else "–", mean([r["test"] for r in group]),
-                  *[mean([r["stretches"].get(name) for r in group]) for name in names]]
-        lines.append("| " + " | ".join(cells_) + " |")
+    for c in cell_rows(rows):
+        seeds = ", ".join(c["seeds"].split())
+        lines.append("| " + " | ".join([c["family"], "–" if c["budget"] is None else f"{c['budget']:.0e}",
+                                        f"{c['params_non_embedding']:,}",
+                                        f"{c['runs']}" + (f" ({seeds})" if seeds else ""), mean(c["passes"], 1),
+                                        mean(c["test"]), *[mean(c[name]) for name in names]]) + " |")
     return "\n".join(lines)
+
+
+def write_cells(path: Path, rows: list[dict]) -> None:
+    """`cell_rows(rows)` as a CSV: the record's per-cell means and seed sds, for the readers of the record."""
+    cells = cell_rows(rows)
+    with open(path, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(cells[0]) if cells else ["family"])
+        w.writeheader()
+        w.writerows({k: "" if v is None else v for k, v in c.items()} for c in cells)
 
 
 def main(argv: list[str] | None = None) -> list[dict]:
@@ -278,9 +304,10 @@ def main(argv: list[str] | None = None) -> list[dict]:
                  f"(the table above) from each budget to the next, at one size: negative is lower.\n\n"
                  f"{compute_changes(rows)}\n")
     (args.out / "loss_by_position.md").write_text(text)
+    write_cells(args.out / "cells.csv", rows)
     from seqbench.ledger import write_record
 
-    write_record(args.out, ["loss_by_position.csv", "loss_by_position.md"],
+    write_record(args.out, ["loss_by_position.csv", "cells.csv", "loss_by_position.md"],
                  "python -m seqbench.analysis.loss_by_position " + " ".join(sys.argv[1:] if argv is None else argv),
                  started)
     print(text)

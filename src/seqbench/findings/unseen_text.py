@@ -16,29 +16,25 @@ says which way a family moved, not a ranking; the ranking is the verdict's.
 
 from __future__ import annotations
 
-import statistics
-
-RECORD = "experiments/figures/loss-by-position-shakespeare/loss_by_position.csv"
+RECORD = "experiments/figures/loss-by-position-shakespeare/cells.csv"  # loss_by_position's means over seeds
 SEEN, UNSEEN = "test, from `KATHARINA:`", "test, from `Master:`"  # the score half's Shrew, then its Tempest
 
 
-def _value(row: dict, stretch: str) -> float | None:
-    return float(row[stretch]) if row.get(stretch) not in (None, "") else None
+def _value(row: dict, column: str) -> float | None:
+    return float(row[column]) if row.get(column) not in (None, "") else None
 
 
-def cells_of(rows: list[dict]) -> dict[tuple[str, float, str], list[dict]]:
-    """The record's runs by (family, budget, size: `params_non_embedding`), each with both stretches; a run
-    without a budget or a stretch (made without the marks) is left out."""
-    cells: dict[tuple[str, float, str], list[dict]] = {}
-    for r in rows:
-        if r.get("budget") and _value(r, SEEN) is not None and _value(r, UNSEEN) is not None:
-            cells.setdefault((r["family"], float(r["budget"]), r["params_non_embedding"]), []).append(r)
-    return cells
+def cells_of(rows: list[dict]) -> dict[tuple[str, float, str], dict]:
+    """The record's cells by (family, budget, size: `params_non_embedding`), each with both stretches; a cell
+    without a budget or a stretch (a record made without the marks) is left out. The record already holds
+    each cell's mean over its seeds (`loss_by_position.cell_rows`): nothing is averaged again here."""
+    return {(r["family"], float(r["budget"]), r["params_non_embedding"]): r for r in rows
+            if r.get("budget") and _value(r, SEEN) is not None and _value(r, UNSEEN) is not None}
 
 
 def changes(rows: list[dict]) -> tuple[float | None, float | None, dict[str, dict]]:
-    """(low, high, per family): the record's two highest budgets, and for each family with runs of one size at
-    both, the change of its mean SEEN and UNSEEN loss from low to high (after minus before) and its runs at
+    """(low, high, per family): the record's two highest budgets, and for each family with a cell of one size
+    at both, the change of its mean SEEN and UNSEEN loss from low to high (after minus before) and its runs at
     each."""
     cells = cells_of(rows)
     budgets = sorted({b for _, b, _ in cells})
@@ -49,16 +45,16 @@ def changes(rows: list[dict]) -> tuple[float | None, float | None, dict[str, dic
     for family, _, size in cells:
         a, b = cells.get((family, low, size)), cells.get((family, high, size))
         if a and b and family not in out:
-            out[family] = {stretch: statistics.fmean(_value(r, stretch) for r in b)
-                           - statistics.fmean(_value(r, stretch) for r in a) for stretch in (SEEN, UNSEEN)}
-            out[family]["runs"] = (len(a), len(b))
+            out[family] = {stretch: _value(b, stretch) - _value(a, stretch) for stretch in (SEEN, UNSEEN)}
+            out[family]["runs"] = (int(a["runs"]), int(b["runs"]))
     return low, high, out
 
 
 def noise(rows: list[dict]) -> float | None:
-    """The largest seed sd of the SEEN or UNSEEN loss over the record's cells with two runs or more."""
-    sds = [statistics.stdev(_value(r, s) for r in group) for group in cells_of(rows).values() if len(group) >= 2
-           for s in (SEEN, UNSEEN)]
+    """The largest seed sd of the SEEN or UNSEEN loss over the record's cells (a cell has one where it has two
+    runs or more)."""
+    sds = [_value(cell, f"sd: {s}") for cell in cells_of(rows).values() for s in (SEEN, UNSEEN)]
+    sds = [sd for sd in sds if sd is not None]
     return max(sds) if sds else None
 
 

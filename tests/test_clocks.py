@@ -72,6 +72,16 @@ def test_a_run_resumed_after_a_stop_costs_at_least_its_training_over_every_segme
     assert run_seconds({"device": ONE_CORE, "cpu_time_s": 583.0, CPU_CLOCK: 560.0}) == 583.0  # one segment
 
 
+def test_a_resumed_run_s_wall_time_is_its_fitting_over_every_segment_not_its_last_process():
+    # bug caught: the report's "wall time" was the last process's (`wall_time_s`), so the 1e14 GPT's seed 2,
+    # resumed near its end, read 268 s for 2,716 s of fitting (2026-12-06)
+    from seqbench.clocks import FIT_WALL, wall_seconds
+
+    assert wall_seconds({"wall_time_s": 268.0, FIT_WALL: 2716.0}) == 2716.0
+    assert wall_seconds({"wall_time_s": 2800.0, FIT_WALL: 2716.0}) == 2800.0  # one segment: start-up and test too
+    assert wall_seconds({"wall_time_s": 10.0}) == 10.0 and wall_seconds({}) is None
+
+
 def _run(name: str, cpu: list[float | None], device: str = ONE_CORE, family: str = "lstm", **metrics) -> Run:
     m = {"status": "completed", "device": device, "params_non_embedding": 1000, "budget/flops": 2e9, **metrics}
     return Run(name, family, m, _rows(cpu))

@@ -49,6 +49,17 @@ def test_table_summarises_seeds_and_reads_time_to_target(tmp_path):
     assert rows["gpt"][column["train time"]] == "25"
     page = (tmp_path / "out" / "report.md").read_text()
     assert "ConfigError: bad" in page and "ppl_vs_time.png" in page
+    # and: a run's wall time is its whole fitting (seqbench.clocks.wall_seconds), in the table and in runs.csv
+    assert lstm[column["wall time"]] == "10 ± 0" and rows["gpt"][column["wall time"]] == "10"
+    resumed = json.loads((sweep / "2" / "metrics.json").read_text()) | {"curve/wall_time_s": 95.0}
+    (sweep / "2" / "metrics.json").write_text(json.dumps(resumed))  # gpt resumed: its last process took 10 s
+    result = report.write_report(report.read_local([sweep]), tmp_path / "out")
+    gpt = next(line for line in result["table"].splitlines() if line.startswith("| gpt"))
+    assert gpt.split("|")[1:-1][column["wall time"]].strip() == "95", gpt
+    import csv
+
+    walls = {r["family"]: r["wall_time_s"] for r in csv.DictReader(open(tmp_path / "out" / "runs.csv"))}
+    assert walls["gpt"] == "95.0", walls
     for name in ("ppl_vs_time.png", "ppl_vs_tokens.png", "ppl_vs_params.png"):
         assert (tmp_path / "out" / name).read_bytes()[:4] == b"\x89PNG"
 

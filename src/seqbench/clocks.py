@@ -20,6 +20,7 @@ import re
 
 CPU_CLOCK = "curve/train_cpu_s"    # the process's CPU seconds in training steps (LearningCurve)
 WALL_CLOCK = "curve/train_time_s"  # the wall-clock seconds in training steps
+FIT_WALL = "curve/wall_time_s"     # the wall-clock seconds since fit began, carried across segments
 
 _ONE_CORE = re.compile(r"^cpu \(.*\b1 threads?\) x1$")  # run._device_name: "cpu (x86_64, 1 threads) x1"
 
@@ -54,6 +55,17 @@ def run_seconds(metrics: dict) -> float | None:
     if one_core(metrics.get("device")) and cpu is not None:
         return max(float(cpu), float(metrics.get(CPU_CLOCK) or 0.0))
     return None if wall is None else max(float(wall), float(metrics.get(WALL_CLOCK) or 0.0))
+
+
+def wall_seconds(metrics: dict) -> float | None:
+    """A run's wall-clock seconds over every segment: `wall_time_s` times the process, so a run resumed after
+    a stop has only its last segment in it (the 1e14 GPT's seed 2 read 268 s for 2,716 s of fitting,
+    2026-12-06); `FIT_WALL` is fit's wall time carried in the checkpoint across segments, to the last
+    validation (start-up and test excluded). The larger of the two: the whole of a one-segment run, at least
+    every segment's fitting of a resumed one."""
+    wall, fit = metrics.get("wall_time_s"), metrics.get(FIT_WALL)
+    values = [float(v) for v in (wall, fit) if v is not None]
+    return max(values) if values else None
 
 
 def clock_name(key: str) -> str:

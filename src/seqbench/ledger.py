@@ -91,7 +91,9 @@ def read_run(path: Path, root: Path) -> Record:
         if not m.get(key):
             raise LedgerError(f"{path.relative_to(root)}: no {key} recorded (a run older than the ledger); a number "
                               f"without its machine and date cannot be compared, so add a {RECORD} beside it")
-    wall = m.get("wall_time_s")
+    from seqbench.clocks import wall_seconds
+
+    wall = wall_seconds(m)  # over every segment of a resumed run
     return Record(path.parent.relative_to(root), (path.name,), m["hardware"], m["date"],
                   command=f"python src/train.py {m.get('overrides', '')}".strip(),
                   git_commit=m.get("git_commit") or NOT_RECORDED,

@@ -38,7 +38,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from seqbench.clocks import CPU_CLOCK, WALL_CLOCK, clock_name, common_clock
+from seqbench.clocks import CPU_CLOCK, WALL_CLOCK, clock_name, common_clock, wall_seconds
 from seqbench.frontier import config_label
 from seqbench.frontier import section as frontier_section
 from seqbench.hydra_callbacks import last_outcomes
@@ -251,7 +251,7 @@ def summary_rows(groups: dict[str, list[Run]], target: float | None, clock: str 
                     "params_non_embedding": stat("params_non_embedding")[0], "context": scored_context(rs[0].metrics),
                     "valid_ppl": mean_std([r.best_val_ppl() for r in rs]), "test_ppl": stat("test/ppl"),
                     "tokens_per_s": stat("tokens_per_s"), "time_to_target_s": mean_std(hit), "reached": len(hit),
-                    "wall_time_s": stat("wall_time_s"), "peak_mem_mb": stat("peak_mem_mb")})
+                    "wall_time_s": mean_std([wall_seconds(r.metrics) for r in rs]), "peak_mem_mb": stat("peak_mem_mb")})
     return out
 
 
@@ -321,7 +321,7 @@ def write_report(runs: list[Run], out: Path, target: float | None = None, title:
             m = r.metrics
             writer.writerow([r.name, r.family, m.get("status"), m.get("params"), m.get("params_non_embedding"),
                              r.best_val_ppl(), m.get("test/ppl"), m.get("tokens_per_s"),
-                             r.time_to(target, clock) if target else None, m.get("wall_time_s"), m.get("peak_mem_mb")])
+                             r.time_to(target, clock) if target else None, wall_seconds(m), m.get("peak_mem_mb")])
     return {"table": text, "columns": numbers[0], "rows": numbers[1], "target": target, "report": out / "report.md", "pngs": pngs, "frontier": frontier}
 
 

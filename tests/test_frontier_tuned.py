@@ -253,3 +253,20 @@ def test_the_verdict_record_keeps_enough_decimals_that_a_reader_rounds_once():
     runs = [_final("gru", 1e13, 1.0, 256, 1.6, score, seed=s) for s, score in ((1234, 1.63341), (2, 1.63361))]
     row = ft.verdict_rows(cells(runs), [1e13])[0]
     assert f"{float(row['score_mean']):.3f}" == f"{(1.63341 + 1.63361) / 2:.3f}" == "1.634"
+
+
+def test_the_tier_beyond_is_listed_run_by_run_with_its_wall_time_over_every_segment():
+    # bugs caught: a run of the frontier's tiers listed as beyond them; a resumed run given its last
+    # process's wall time (the 1e14 GPT's seed 2: 268 s for 2,716 s); the families out of the registry's order
+    def final(family, budget, seed, wall, fit_wall):
+        r = _final(family, budget, 1.0, 256, 1.4, 1.5, seed=seed)
+        r.metrics |= {"overrides": f"preset=x budget.flops={budget:g} seed={seed}", "wall_time_s": wall,
+                      "curve/wall_time_s": fit_wall, "curve/train_cpu_s": 1894.5}
+        return r
+
+    runs = [final("gpt", 1e14, 1234, 2463.0, 2400.0), final("gpt", 1e14, 2, 268.0, 2716.0),
+            final("gru", 1e14, 1234, 3971.0, 3900.0), final("gru", 1e13, 2, 500.0, 480.0)]  # as the sweeps are read
+    lines = ft.beyond_table(runs, [1e11, 1e12, 1e13]).splitlines()[2:]
+    assert [line.split(" | ")[1:3] for line in lines] == [["gru", "1234"], ["gpt", "1234"], ["gpt", "2"]], lines
+    assert lines[2].endswith("| 1.400 | 1.500 | 1,894 | 2,716 |"), lines[2]
+    assert ft.beyond_table(runs[3:], [1e11, 1e12, 1e13]) is None

@@ -53,6 +53,34 @@ def verdict_rows(cs: list, tiers: list[float]) -> list[dict]:
     return rows
 
 
+def beyond_table(runs, tiers: list[float]) -> str | None:
+    """The tier beyond the frontier's `tiers`, run by run (the issue asks each run's wall time): its seed, its
+    selection and held-out losses, its training steps' CPU seconds and its wall time over every segment
+    (`seqbench.clocks.wall_seconds`: these runs take hours and are resumed across sessions). None where no
+    run lies beyond."""
+    from seqbench.clocks import CPU_CLOCK, wall_seconds
+    from seqbench.families import order
+    from seqbench.verdict import _loss, selection_loss
+
+    beyond = [r for r in runs if float(r.metrics["budget/flops"]) > max(tiers)]
+    if not beyond:
+        return None
+    rank = {f: i for i, f in enumerate(order({r.family for r in beyond}))}
+    lines = ["| budget (FLOPs) | family | seed | non-emb params | selection loss | held-out loss | "
+             "training CPU s | wall s (every segment) |", "|---|---|---:|---:|---:|---:|---:|---:|"]
+
+    def number(value, digits: int) -> str:
+        return "–" if value is None else f"{value:,.{digits}f}"
+
+    # stable: a family's runs stay in the order read, the chain's sweeps' (seed 1234, then 2 and 3)
+    for r in sorted(beyond, key=lambda r: (float(r.metrics["budget/flops"]), rank[r.family])):
+        m = r.metrics
+        lines.append(f"| {float(m['budget/flops']):.0e} | {r.family} | {r.seed if r.seed is not None else '–'} | "
+                     f"{m.get('params_non_embedding') or 0:,} | {number(selection_loss(r), 3)} | "
+                     f"{number(_loss(m, 'test'), 3)} | {number(m.get(CPU_CLOCK), 0)} | {number(wall_seconds(m), 0)} |")
+    return "\n".join(lines)
+
+
 def _write_csv(path: Path, rows: list[dict]) -> None:
     with open(path, "w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=list(rows[0]))
@@ -180,6 +208,11 @@ def main(argv: list[str] | None = None) -> str:
             f"aside; {failed} failed{f'; {unfinished} running or stopped, to resume' if unfinished else ''}); "
             f"{coverage(runs, experiment)}")
     text = f"## Verdict after tuning\n\n{verdict_text}\n\n{read}"
+    beyond = beyond_table(runs, experiment.tiers())
+    if beyond:
+        text += (f"\n\n## The tier beyond, run by run\n\nEach run beyond the frontier's tiers, in the order of the "
+                 f"families, then of the seeds' sweeps: its training steps' CPU seconds (one thread) and its wall time over every "
+                 f"segment of a run resumed across sessions (to its last validation), as recorded.\n\n{beyond}")
     if args.before:
         before = [r for path in args.before for r in before_runs(path)]
         data = ("the whole validation tenth (after tuning: the mean of the tested checkpoint's two halves)"

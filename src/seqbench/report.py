@@ -32,6 +32,7 @@ import argparse
 import csv
 import json
 import math
+import re
 import statistics
 import sys
 import time
@@ -52,6 +53,13 @@ CURVE_KEYS = ("val/ppl", "val/loss", "curve/tokens", "curve/train_time_s", "curv
               "train/flops")
 
 
+def seed_of(overrides: str) -> int | None:
+    """The seed a run's overrides set (`seed=2`, `+seed=2`, `++seed=2`; not `data.seed=4`): None where they
+    do not (the config's default)."""
+    found = re.search(r"(?:^|\s)\+*seed=(\d+)", overrides)
+    return int(found.group(1)) if found else None
+
+
 @dataclass
 class Run:
     name: str  # job directory or W&B run name
@@ -64,6 +72,11 @@ class Run:
     def failed(self) -> bool:
         """Not completed: failed, or still running, or stopped by a signal (`unfinished`)."""
         return self.metrics.get("status") != "completed"
+
+    @property
+    def seed(self) -> int | None:
+        """The seed its recorded overrides set (`seed_of`)."""
+        return seed_of(str(self.metrics.get("overrides") or ""))
 
     @property
     def unfinished(self) -> bool:

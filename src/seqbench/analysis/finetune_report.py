@@ -31,8 +31,7 @@ from seqbench.report import Run, read_local
 
 
 def seed_of(run: Run) -> int | None:
-    match = re.search(r"(?:^|\s)seed=(\d+)", str(run.metrics.get("overrides", "")))
-    return int(match.group(1)) if match else None
+    return run.seed
 
 
 def value_of(run: Run, key: str) -> str:

@@ -25,7 +25,6 @@ from __future__ import annotations
 import argparse
 import bisect
 import csv
-import re
 import statistics
 import sys
 import time
@@ -34,6 +33,7 @@ from pathlib import Path
 import torch
 
 from seqbench.analysis.context_usage import full_context_losses, load_all, nll
+from seqbench.report import seed_of
 
 
 def evaluation_text(streams: dict[str, torch.Tensor], warm: int) -> tuple[torch.Tensor, torch.Tensor, int]:
@@ -75,12 +75,6 @@ def passes(lm) -> float | None:
     tokens): at ten times the compute a small model reads a small corpus ten times as often."""
     tokens = lm.metrics.get("curve/tokens")
     return None if tokens is None else tokens / lm.datamodule.streams["train"].numel()
-
-
-def seed_of(overrides: str) -> int | None:
-    """The seed a run's overrides set (None where they do not: the config's default)."""
-    found = re.search(r"(?:^|\s)\+*seed=(\d+)", overrides)
-    return int(found.group(1)) if found else None
 
 
 def measure(lm, bins: int, warm: int, marks: dict[str, int | None] | None = None) -> dict:

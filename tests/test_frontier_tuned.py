@@ -257,16 +257,19 @@ def test_the_verdict_record_keeps_enough_decimals_that_a_reader_rounds_once():
 
 def test_the_tier_beyond_is_listed_run_by_run_with_its_wall_time_over_every_segment():
     # bugs caught: a run of the frontier's tiers listed as beyond them; a resumed run given its last
-    # process's wall time (the 1e14 GPT's seed 2: 268 s for 2,716 s); the families out of the registry's order
+    # process's wall time (the 1e14 GPT's seed 2: 268 s for 2,716 s), or not marked as the lower bound it is;
+    # the families out of the registry's order; seeds in the order the sweeps were read (seed10 before seed2)
     def final(family, budget, seed, wall, fit_wall):
         r = _final(family, budget, 1.0, 256, 1.4, 1.5, seed=seed)
         r.metrics |= {"overrides": f"preset=x budget.flops={budget:g} seed={seed}", "wall_time_s": wall,
                       "curve/wall_time_s": fit_wall, "curve/train_cpu_s": 1894.5}
         return r
 
-    runs = [final("gpt", 1e14, 1234, 2463.0, 2400.0), final("gpt", 1e14, 2, 268.0, 2716.0),
-            final("gru", 1e14, 1234, 3971.0, 3900.0), final("gru", 1e13, 2, 500.0, 480.0)]  # as the sweeps are read
+    runs = [final("gpt", 1e14, 1234, 2463.0, 2400.0), final("gpt", 1e14, 10, 268.0, 2716.0),
+            final("gpt", 1e14, 2, 2500.0, 2400.0), final("gru", 1e14, 1234, 3971.0, 3900.0),
+            final("gru", 1e13, 2, 500.0, 480.0)]
     lines = ft.beyond_table(runs, [1e11, 1e12, 1e13]).splitlines()[2:]
-    assert [line.split(" | ")[1:3] for line in lines] == [["gru", "1234"], ["gpt", "1234"], ["gpt", "2"]], lines
-    assert lines[2].endswith("| 1.400 | 1.500 | 1,894 | 2,716 |"), lines[2]
-    assert ft.beyond_table(runs[3:], [1e11, 1e12, 1e13]) is None
+    assert [line.split(" | ")[1:3] for line in lines] == [["gru", "1234"], ["gpt", "2"], ["gpt", "10"], ["gpt", "1234"]], lines
+    assert lines[2].endswith("| 1.400 | 1.500 | 1,894 | 2,716 (resumed) |"), lines[2]
+    assert lines[1].endswith("| 2,500 |"), lines[1]  # one segment: the process's time, start-up and test included
+    assert ft.beyond_table(runs[4:], [1e11, 1e12, 1e13]) is None

@@ -71,8 +71,6 @@ def test_each_family_budget_and_size_is_the_mean_over_its_seeds_and_no_more():
     lines = [line for line in text.splitlines() if line.startswith("| gru")]
     assert lines == ["| gru | 1e+13 | 100 | 2 (2, 3) | 8.0 | 1.600 | 1.700 |",
                      "| gru | 1e+14 | 100 | 1 (1234) | 80.0 | 1.600 | 2.000 |"], lines
-    assert lbp.seed_of("preset=x budget.flops=1e14 seed=2 tune.x=1") == 2 and lbp.seed_of("preset=x") is None
-    assert lbp.seed_of("preset=x ++seed=3") == 3 and lbp.seed_of("preset=x data.seed=4") is None
 
 
 def test_a_cell_s_seed_sd_is_over_its_runs_and_absent_with_one_run(tmp_path):

@@ -124,3 +124,12 @@ def test_the_report_run_logs_a_sortable_table_of_numbers(tmp_path, monkeypatch):
     assert rows["lstm"]["valid_ppl"] == pytest.approx(160.0) and rows["lstm"]["valid_ppl_sd"] == pytest.approx(math.sqrt(200))
     assert rows["lstm"]["test_ppl"] == pytest.approx(150.0) and rows["gpt"]["test_ppl"] == pytest.approx(110.0)
     assert rows["lstm"]["runs"] == 2 and rows["gpt"]["params"] == pytest.approx(3000)
+
+
+def test_a_run_s_seed_is_the_last_seed_its_overrides_set():
+    # bugs caught: `data.seed=4` read as the run's seed; `+seed=3` (a key the config lacks) missed; the first
+    # of two seeds taken where Hydra's later override wins
+    assert report.seed_of("preset=x budget.flops=1e14 seed=2 tune.x=1") == 2 and report.seed_of("preset=x") is None
+    assert report.seed_of("preset=x ++seed=3") == 3 and report.seed_of("preset=x data.seed=4") is None
+    assert report.seed_of("seed=1 preset=x seed=5") == 5
+    assert report.Run("r", "gru", {"overrides": "preset=x seed=7"}).seed == 7 and report.Run("r", "gru", {}).seed is None

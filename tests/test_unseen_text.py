@@ -78,15 +78,14 @@ def test_a_change_within_the_seeds_sd_is_not_called(tmp_path):
     assert unseen_text.sentence(ledger, 1e14) is None
 
 
-def test_two_sizes_of_a_family_are_not_paired_across_budgets(tmp_path):
-    # bug caught: a family's cells paired by family and budget alone, so its size 999 at 1e14 (listed first)
-    # stood against its size 100 at 1e13 (the change mixes sizes)
-    rows = _runs([("gru", 1e14, 2, 0.1, 0.1)], params=999) + _runs([("gru", 1e13, 2, 1.40, 1.70),
-                                                                     ("gru", 1e14, 2, 1.30, 1.90),
-                                                                     ("gru", 1e14, 3, 1.30, 1.90)])
-    ledger = _record(tmp_path, rows)
+def test_two_sizes_of_a_family_are_kept_apart_and_a_run_without_the_stretches_is_not_counted(tmp_path):
+    # bugs caught: a family's cells keyed by family and budget alone, so its size 999 at 1e14 (listed last)
+    # stood for its size 100 there (the change mixes sizes); a run recorded without the marks (no stretches)
+    # counted in the cell's runs, so the sentence said "1 → 2 runs" of a mean over one
+    rows = _runs([("gru", 1e13, 2, 1.40, 1.70), ("gru", 1e14, 2, 1.30, 1.90), ("gru", 1e14, 3, None, None)])
+    ledger = _record(tmp_path, rows + _runs([("gru", 1e14, 2, 0.1, 0.1)], params=999))
     low, high, by_family = unseen_text.changes(ledger.rows(unseen_text.RECORD))
-    assert by_family["gru"]["runs"] == (1, 2), by_family
+    assert by_family["gru"]["runs"] == (1, 1), by_family
     assert abs(by_family["gru"][unseen_text.UNSEEN] - 0.2) < 1e-9
 
 
@@ -106,7 +105,8 @@ def test_the_frontier_page_s_reading_holds_on_the_committed_record():
     # bug caught (in the page, not the code): the hand-written reading of the tier beyond on frontier.md left
     # standing after new seeds overturn it. It says: from 1e13 to 1e14, no recurrent family is lower on the
     # score half or higher on the seen text beyond the seeds' sd, every one is higher on the Tempest beyond
-    # it, and the attention families are lower on every stretch and on the score half beyond it.
+    # it, the RNN and GRU are higher on the score half beyond it, and the attention families are lower on
+    # every stretch and on the score half beyond it.
     from pathlib import Path
 
     root = Path(__file__).resolve().parents[1]
@@ -132,6 +132,8 @@ def test_the_frontier_page_s_reading_holds_on_the_committed_record():
             assert all(-2 * sd < change(family, s) <= sd for s in seen), (family, [change(family, s) for s in seen], sd)
             assert change(family, unseen_text.UNSEEN) > sd, (family, change(family, unseen_text.UNSEEN), sd)
             assert change(family, "test") > -sd, (family, change(family, "test"), sd)
+            if family in ("rnn", "gru"):  # "the RNN's and the GRU's are worse by more than the sd"
+                assert change(family, "test") > sd, (family, change(family, "test"), sd)
         else:
             assert all(change(family, s) < -sd for s in [*seen, unseen_text.UNSEEN, "test"]), family
     assert {family_kind(f) for f in by_family} == {"recurrent", "attention"}

@@ -56,8 +56,9 @@ def verdict_rows(cs: list, tiers: list[float]) -> list[dict]:
 def beyond_table(runs, tiers: list[float]) -> str | None:
     """The tier beyond the frontier's `tiers`, run by run (the issue asks each run's wall time): its seed, its
     selection and held-out losses, its training steps' CPU seconds and its wall time over every segment
-    (`seqbench.clocks.wall_seconds`: these runs take hours and are resumed across sessions). None where no
-    run lies beyond."""
+    (`seqbench.clocks.wall_seconds`: these runs take hours and are resumed across sessions; a resumed run's
+    is its fitting to the last validation, without the earlier segments' start-up and the test, and is
+    marked). None where no run lies beyond."""
     from seqbench.clocks import CPU_CLOCK, wall_seconds
     from seqbench.families import order
     from seqbench.verdict import _loss, selection_loss
@@ -72,12 +73,17 @@ def beyond_table(runs, tiers: list[float]) -> str | None:
     def number(value, digits: int) -> str:
         return "–" if value is None else f"{value:,.{digits}f}"
 
-    # stable: a family's runs stay in the order read, the chain's sweeps' (seed 1234, then 2 and 3)
-    for r in sorted(beyond, key=lambda r: (float(r.metrics["budget/flops"]), rank[r.family])):
+    def wall(m: dict) -> str:
+        # resumed: the process's own wall time is shorter than fitting over every segment (`wall_seconds`)
+        resumed = m.get("wall_time_s") is not None and wall_seconds(m) > float(m["wall_time_s"])
+        return number(wall_seconds(m), 0) + (" (resumed)" if resumed else "")
+
+    for r in sorted(beyond, key=lambda r: (float(r.metrics["budget/flops"]), rank[r.family],
+                                           r.seed is None, r.seed or 0)):
         m = r.metrics
         lines.append(f"| {float(m['budget/flops']):.0e} | {r.family} | {r.seed if r.seed is not None else '–'} | "
                      f"{m.get('params_non_embedding') or 0:,} | {number(selection_loss(r), 3)} | "
-                     f"{number(_loss(m, 'test'), 3)} | {number(m.get(CPU_CLOCK), 0)} | {number(wall_seconds(m), 0)} |")
+                     f"{number(_loss(m, 'test'), 3)} | {number(m.get(CPU_CLOCK), 0)} | {wall(m)} |")
     return "\n".join(lines)
 
 
@@ -211,8 +217,8 @@ def main(argv: list[str] | None = None) -> str:
     beyond = beyond_table(runs, experiment.tiers())
     if beyond:
         text += (f"\n\n## The tier beyond, run by run\n\nEach run beyond the frontier's tiers, in the order of the "
-                 f"families, then of the seeds' sweeps: its training steps' CPU seconds (one thread) and its wall time over every "
-                 f"segment of a run resumed across sessions (to its last validation), as recorded.\n\n{beyond}")
+                 f"families and seeds: its training steps' CPU seconds (one thread) and its wall time over every segment "
+                 f"of a run resumed across sessions (marked: its fitting to the last validation, a lower bound), as recorded.\n\n{beyond}")
     if args.before:
         before = [r for path in args.before for r in before_runs(path)]
         data = ("the whole validation tenth (after tuning: the mean of the tested checkpoint's two halves)"

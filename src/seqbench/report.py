@@ -56,8 +56,8 @@ CURVE_KEYS = ("val/ppl", "val/loss", "curve/tokens", "curve/train_time_s", "curv
 def seed_of(overrides: str) -> int | None:
     """The seed a run's overrides set (`seed=2`, `+seed=2`, `++seed=2`; not `data.seed=4`): None where they
     do not (the config's default)."""
-    found = re.search(r"(?:^|\s)\+*seed=(\d+)", overrides)
-    return int(found.group(1)) if found else None
+    found = re.findall(r"(?:^|\s)\+*seed=(\d+)", overrides)
+    return int(found[-1]) if found else None  # the last: a later override wins
 
 
 @dataclass

@@ -27,6 +27,7 @@ import statistics
 import sys
 from pathlib import Path
 
+from seqbench.clocks import wall_seconds
 from seqbench.report import Run, read_local
 
 
@@ -98,7 +99,7 @@ def table(runs: list[Run], metric: str = "test/acc", scale: float = 100.0) -> st
         by_seed = groups[preset]
         seeds = sorted(by_seed, key=lambda s: (s is None, s))
         scores = [by_seed[s].metrics[metric] * scale for s in seeds]
-        walls = [by_seed[s].metrics.get("wall_time_s") for s in seeds]
+        walls = [wall_seconds(by_seed[s].metrics) for s in seeds]  # a resumed run's too
         walls = [w for w in walls if w is not None]
         params = by_seed[seeds[0]].metrics.get("params")
         wall = f"{statistics.fmean(walls) / 60:.1f}" if walls else "–"

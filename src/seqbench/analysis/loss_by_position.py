@@ -185,7 +185,7 @@ def _mean(values: list) -> float | None:
 def cell_rows(rows: list[dict]) -> list[dict]:
     """One row per (family, budget, size): its runs and seeds, and the mean over them of its passes over the
     training split, its score-half loss and its loss in each stretch, with the stretch's sd over the seeds where
-    it has two runs or more. The one place the runs are averaged: the tables below and the record's `cells.csv`
+    it has two runs or more and the count of runs it is over (a run made without a mark lacks its stretch). The one place the runs are averaged: the tables below and the record's `cells.csv`
     (which `seqbench.findings.unseen_text` reads) are this."""
     names = stretch_names(rows)
     out = []
@@ -197,6 +197,7 @@ def cell_rows(rows: list[dict]) -> list[dict]:
             values = [r["stretches"][name] for r in group if r["stretches"].get(name) is not None]
             cell[name] = _mean(values)
             cell[f"sd: {name}"] = statistics.stdev(values) if len(values) >= 2 else None
+            cell[f"n: {name}"] = len(values)  # the runs with this stretch: its mean's and sd's count
         out.append(cell)
     return out
 

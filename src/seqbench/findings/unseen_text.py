@@ -1,4 +1,4 @@
-"""Why Tiny Shakespeare's tier beyond reads differently: part of its score half is a play the training text lacks.
+"""Where Tiny Shakespeare's tier beyond reads differently: part of its score half is a play the training text lacks.
 
 The held-out score is the validation tenth's second half. The tenth continues *The Taming of the Shrew*, which
 begins in the training split, and at its first `Master:` becomes *The Tempest*, of which the training split
@@ -46,8 +46,14 @@ def changes(rows: list[dict]) -> tuple[float | None, float | None, dict[str, dic
         a, b = cells.get((family, low, size)), cells.get((family, high, size))
         if a and b and family not in out:
             out[family] = {stretch: _value(b, stretch) - _value(a, stretch) for stretch in (SEEN, UNSEEN)}
-            out[family]["runs"] = (int(a["runs"]), int(b["runs"]))
+            out[family]["runs"] = (runs(a), runs(b))
     return low, high, out
+
+
+def runs(cell: dict) -> int:
+    """The runs both stretches of a cell are over (`n: <stretch>`; a record without the counts: `runs`)."""
+    counts = [cell.get(f"n: {s}") for s in (SEEN, UNSEEN)]
+    return min(int(n) for n in counts) if all(n not in (None, "") for n in counts) else int(cell["runs"])
 
 
 def noise(rows: list[dict]) -> float | None:
@@ -85,7 +91,7 @@ def sentence(ledger, frontier_top: float) -> str | None:
             f"{family} ({n(c[SEEN])} and {n(c[UNSEEN])}, {runs})")
     said = "; ".join(f"{', '.join(fams)}: {seen} on the Shrew, {unseen} on the Tempest"
                      for (seen, unseen), fams in groups.items())
-    return (f"Why the tier beyond differs on Tiny Shakespeare: its score half is partly *The Tempest*, a play the "
+    return (f"Where the tier beyond differs on Tiny Shakespeare: its score half is partly *The Tempest*, a play the "
             f"training text lacks, after *The Taming of the Shrew*, which it holds "
             f"(`python -m seqbench.analysis.loss_by_position`). From {budget(low)} to {budget(high)} FLOPs, the change of "
             f"each family's mean loss on the score half's Shrew and on its Tempest was {said}"

@@ -409,3 +409,21 @@ def test_a_lead_whose_intervals_overlap_is_said_so_and_the_tier_beyond_is_known_
     assert "within the intervals: no win" in c.number_label, c.number_label
     assert "the 1e14 tier" not in c.would_change, c.would_change
     assert "a recurrent family is lower than every attention family" in c.detail
+
+
+def test_a_win_at_one_tier_says_what_every_other_tier_shows(frontier_ledger):
+    # bug caught: once attention's intervals lay apart at one tier (Tiny Shakespeare's 1e14 with its third
+    # seed), the headline said "holds only on …" and nothing of the other tiers, where recurrence is lower
+    # or tied; its detail read as if attention had won everywhere it was compared
+    for corpus in headline.CORPORA:
+        cells = [(1e12, "transformer", 3, 1.8, 0.01), (1e12, "lstm", 3, 1.5, 0.01),
+                 (1e13, "transformer", 3, 1.51, 0.01), (1e13, "lstm", 3, 1.5, 0.01)]
+        if corpus == "Tiny Shakespeare":
+            cells += [(1e14, "transformer", 3, 1.3, 0.01), (1e14, "lstm", 3, 1.5, 0.01)]
+        _tuned_record(frontier_ledger, corpus, cells)
+    c = headline.claim(Ledger(frontier_ledger))
+    assert c.verdict.startswith(f"{headline.HOLDS_ONLY} on Tiny Shakespeare at 1e14 FLOPs (1 of 5 budget tiers)"), c.verdict
+    assert ("Attention is lower, with the intervals apart, on Tiny Shakespeare at 1e14 FLOPs. At every other budget of "
+            "both corpora where both kinds have a cell, a recurrent family is lower than every attention family; on "
+            "Tiny Shakespeare at 1e13 FLOPs, PTB at 1e13 FLOPs the intervals overlap: a tie") in c.detail, c.detail
+    assert c.number.text == "+0.200" and c.number_label.startswith("attention's lead where it leads"), c.number_label

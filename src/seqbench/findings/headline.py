@@ -207,6 +207,15 @@ def claim(ledger) -> Claim:
         verdict = HOLDS + before
     else:
         verdict = f"{HOLDS_ONLY} on {', '.join(wins)} ({len(wins)} of {tiers} budget tiers){before}"
+        # where it holds, and what the other tiers show: a win at one tier is no answer for the others
+        why_not = [f"{w} ({'the intervals overlap' if w in overlap else 'by less than the seed sd'})" for w in leads]
+        detail += (f"Attention is lower, with the intervals apart, on {', '.join(wins)}"
+                   + (f"; it is lower on {', '.join(why_not)}: no win there" if leads else "")
+                   + ". At every other budget of both corpora where both kinds have a cell, a recurrent family is lower "
+                     "than every attention family"
+                   + (f"; on {', '.join(ties)} the intervals overlap: a tie, not a win for either kind." if ties else "."))
+        detail += (f" At one seed so far, attention is lower on {', '.join(untested)}: no interval yet, so no ranking."
+                   if untested else "")
     top = max(Experiment("tune_frontier").tiers())  # Tiny Shakespeare's frontier: the tier beyond lies above it
     if "Tiny Shakespeare" in tuned and (why := unseen_text.sentence(ledger, top)):
         detail += " " + why  # what the tier beyond measures there, from the loss along the text

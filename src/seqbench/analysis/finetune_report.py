@@ -31,10 +31,6 @@ from seqbench.clocks import wall_seconds
 from seqbench.report import Run, read_local
 
 
-def seed_of(run: Run) -> int | None:
-    return run.seed
-
-
 def value_of(run: Run, key: str) -> str:
     """The value `key` was given on the command line (`default` when it was not overridden)."""
     match = re.search(rf"(?:^|\s)\+{{0,2}}{re.escape(key)}=(\S+)", str(run.metrics.get("overrides", "")))
@@ -87,7 +83,7 @@ def collect(runs: list[Run], metric: str) -> dict[str, dict[int | None, Run]]:
     out: dict[str, dict[int | None, Run]] = {}
     for run in runs:
         if not run.failed and run.metrics.get(metric) is not None:
-            out.setdefault(run.family, {})[seed_of(run)] = run
+            out.setdefault(run.family, {})[run.seed] = run
     return out
 
 

@@ -32,7 +32,6 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from seqbench.analysis.finetune_report import seed_of
 from seqbench.report import Run, read_local
 from seqbench.saved_yaml import load_dict
 
@@ -77,7 +76,7 @@ def job_of(run: Run) -> Job:
         preset = _override(run, "preset")
         family = preset.rsplit("/", 1)[-1] if preset else run.family
         smoothing = _override(run, "model.label_smoothing")
-    seed = seed_of(run) or config.get("seed") or (int(_override(run, "seed")) if _override(run, "seed") else None)
+    seed = run.seed or config.get("seed") or (int(_override(run, "seed")) if _override(run, "seed") else None)
     return Job(family, float(smoothing or 0.0), seed, run, bool(data.get("joint_vocab")), trainer.get("max_epochs"),
                _epochs_trained(run.path) if run.path else None)
 

@@ -85,3 +85,37 @@ def test_a_job_that_failed_before_its_folder_is_read_from_its_command_line():
     assert (j.family, j.smoothing, j.seed) == ("t5", 0.1, 2)
     (row,) = tt.family_rows([j])
     assert row["family"] == "t5" and row["seeds"] == "0 (1 failed)" and row["test BLEU"] == "–"
+
+
+def test_the_interval_is_the_t_interval_over_seeds_by_hand():
+    # 35 and 36: mean 35.5, sd 0.7071, half-width t(0.975, 1) 12.706 x 0.7071 / sqrt(2) = 6.353
+    (row,) = tt.family_rows([_job("transformer", 0.1, 1, 35.0), _job("transformer", 0.1, 2, 36.0)])
+    assert row["95 % interval"] == "[29.15, 41.85]"
+    (row,) = tt.family_rows([_job("transformer", 0.1, 1, 35.0)])
+    assert row["95 % interval"] == "none: 1 seed"
+
+
+def test_the_higher_bleu_wins_only_outside_the_intervals():
+    # apart: the Transformer's [35.4, 36.6]-ish interval lies above the Bahdanau model's; a rule that took the
+    # lowest mean as best (a loss's) would call the Bahdanau model the winner
+    apart = [_job("transformer", 0.1, s, b) for s, b in ((1, 36.0), (2, 36.05))]
+    apart += [_job("bahdanau", 0.1, s, b) for s, b in ((1, 30.0), (2, 30.05))]
+    (line,) = tt.verdict_lines(apart)
+    assert line.startswith("- Label smoothing 0.1: **transformer wins**")
+    # the same means with a wide spread: the intervals overlap, a tie
+    wide = [_job("transformer", 0.1, s, b) for s, b in ((1, 33.0), (2, 39.0))]
+    wide += [_job("bahdanau", 0.1, s, b) for s, b in ((1, 30.0), (2, 30.1))]
+    (line,) = tt.verdict_lines(wide)
+    assert "**tie (transformer, bahdanau)**" in line and "best mean (transformer)" in line
+
+
+def test_a_family_apart_below_a_tie_is_named_and_one_seed_never_wins():
+    # the Transformer's [27.9, 43.2] takes in the Bahdanau model's, not the seq2seq model's [19.4, 20.7]
+    jobs = [_job("transformer", 0.1, s, b) for s, b in ((1, 35.0), (2, 36.2))]
+    jobs += [_job("bahdanau", 0.1, s, b) for s, b in ((1, 34.0), (2, 34.1))]
+    jobs += [_job("seq2seq", 0.1, s, b) for s, b in ((1, 20.0), (2, 20.1))]
+    (line,) = tt.verdict_lines(jobs)
+    assert "**tie (transformer, bahdanau)**" in line and "below them and apart from them: seq2seq" in line
+    # the pair without smoothing, one seed each: far apart in mean, still a tie
+    (without,) = tt.verdict_lines([_job("transformer", 0.0, 1, 36.0), _job("bahdanau", 0.0, 1, 20.0)])
+    assert "**tie (transformer, bahdanau)**" in without and "one seed gives no interval" in without

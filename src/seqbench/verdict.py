@@ -129,12 +129,19 @@ def verdict(cs: list[Cell], budget: float) -> Verdict:
     for c in cs:
         if c.budget == budget and (c.family not in entries or rank(c) < rank(entries[c.family])):
             entries[c.family] = c
-    if not entries:
-        return Verdict(budget, entries, None, [])
-    best = min(entries, key=lambda f: entries[f].interval.mean)
-    tied = [f for f in entries if f == best or entries[f].interval.overlaps(entries[best].interval)]
-    won = len(entries) > 1 and tied == [best]
-    return Verdict(budget, entries, best if won else None, tied)
+    winner, tied = call({f: c.interval for f, c in entries.items()})
+    return Verdict(budget, entries, winner, tied)
+
+
+def call(intervals: dict[str, Interval], higher_is_better: bool = False) -> tuple[str | None, list[str]]:
+    """The rule on named intervals, for any score (a loss, or BLEU with `higher_is_better`): the best mean
+    wins only when its interval overlaps no other's. Returns (winner or None, the families whose intervals
+    overlap the best one's, the best included: the winner alone when it won, the tie otherwise)."""
+    if not intervals:
+        return None, []
+    best = (max if higher_is_better else min)(intervals, key=lambda f: intervals[f].mean)
+    tied = [f for f in intervals if f == best or intervals[f].overlaps(intervals[best])]
+    return (best if len(intervals) > 1 and tied == [best] else None), tied
 
 
 def _cell_text(c: Cell | None) -> str:

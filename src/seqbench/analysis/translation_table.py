@@ -13,7 +13,9 @@ metrics.json and the preset) and, from each job's saved config, the label smooth
 perplexity counts other tokens and is not comparable, marked †). Writes:
 
 - one row per (family, label smoothing): test BLEU (sacreBLEU, detokenised) and tokenised BLEU as mean ±
-  sd over seeds, with each seed's score; the test perplexity (the plain NLL: smoothing changes only the
+  sd over seeds, the 95 % t-interval of the BLEU mean, with each seed's score;
+- per label-smoothing value, the verdict by the frontier's rule (`seqbench.verdict.call`): a family wins only
+  where its interval lies above every other's, else a tie of those whose intervals overlap the best one's; the test perplexity (the plain NLL: smoothing changes only the
   training loss); epochs trained of those given; training minutes;
 - one row per family run both ways: BLEU with smoothing minus without, paired by seed (one seed gives both
   runs the same initialisation and data order), as the mean difference, its sd and the seeds it won.
@@ -102,6 +104,43 @@ def _mean_sd(values: list[float]) -> str:
     return f"{statistics.fmean(values):.2f}{sd}"
 
 
+def _interval_text(values: list[float]) -> str:
+    from seqbench.verdict import t_interval
+
+    if len(values) < 2:
+        return "–" if not values else "none: 1 seed"
+    i = t_interval(values)
+    return f"[{i.low:.2f}, {i.high:.2f}]"
+
+
+def verdict_lines(jobs: list[Job]) -> list[str]:
+    """Per label-smoothing value run by two families or more, the frontier's rule on test BLEU
+    (`seqbench.verdict.call`): the best mean wins only when its 95 % interval over seeds overlaps no
+    other family's, else the families whose intervals overlap the best one's tie."""
+    from seqbench.families import order
+    from seqbench.verdict import call, t_interval
+
+    by: dict[float, dict[str, list[float]]] = {}
+    for j in jobs:
+        if not j.run.failed and j.run.metrics.get("test/bleu") is not None:
+            by.setdefault(j.smoothing, {}).setdefault(j.family, []).append(j.run.metrics["test/bleu"])
+    lines = []
+    for smoothing, families in sorted(by.items(), key=lambda kv: -kv[0]):
+        if len(families) < 2:
+            continue
+        intervals = {f: t_interval(v) for f, v in families.items()}
+        winner, tied = call(intervals, higher_is_better=True)
+        best = max(intervals, key=lambda f: intervals[f].mean)
+        apart = [f for f in order(families) if f not in tied]
+        one_seed = [f for f in order(tied) if intervals[f].n < 2]
+        head = (f"**{winner} wins**: its interval lies above every other family's" if winner else
+                f"**tie ({', '.join(order(tied))})**: each interval overlaps that of the best mean ({best})")
+        notes = ([f"below them and apart from them: {', '.join(apart)}"] if apart and not winner else []) + \
+                ([f"one seed gives no interval ({', '.join(one_seed)})"] if one_seed else [])
+        lines.append(f"- Label smoothing {smoothing:g}: {head}" + "".join(f"; {n}" for n in notes) + ".")
+    return lines
+
+
 def family_rows(jobs: list[Job]) -> list[dict]:
     from seqbench.families import order
 
@@ -127,6 +166,7 @@ def family_rows(jobs: list[Job]) -> list[dict]:
             "family": family, "label smoothing": f"{smoothing:g}",
             "seeds": f"{len(done)}" + (" (" + ", ".join(f"{n} {s}" for s, n in sorted(others.items())) + ")" if others else ""),
             "test BLEU": _mean_sd(bleu),
+            "95 % interval": _interval_text(bleu),
             "per seed": ", ".join(f"{j.seed}: {j.run.metrics['test/bleu']:.2f}" for j in done
                                   if j.run.metrics.get("test/bleu") is not None) or "–",
             "tokenised BLEU": _mean_sd(tok),
@@ -183,8 +223,10 @@ def main(argv: list[str] | None = None) -> str:
     check_unique(jobs)
     families = family_rows(jobs)
     text = ("## Every family, one label-smoothing rule\n\n" + markdown(families) + "\n\n"
+            + "\n".join(verdict_lines(jobs) or ["- No verdict: fewer than two families with a test BLEU."]) + "\n\n"
             "Test BLEU: sacreBLEU on detokenised output, beam 5, the best checkpoint by validation loss; mean ± sd "
-            "over seeds. Test ppl: per English BPE token of the run's vocabulary, the plain NLL; † a joint "
+            "over seeds, and the 95 % t-interval of the mean (two seeds give a wide one: t = 12.7). A family wins "
+            "only where its interval lies above every other's, the frontier's rule (seqbench.verdict). Test ppl: per English BPE token of the run's vocabulary, the plain NLL; † a joint "
             "vocabulary (T5's), not comparable with the others. Training minutes: the training steps' wall clock.\n\n"
             "## Label smoothing both ways\n\n" + markdown(smoothing_rows(jobs)) + "\n\n"
             "Paired by seed: the same seed gives both runs the same initialisation and data order.")

@@ -138,3 +138,15 @@ def test_a_family_registers_once():
     with pytest.raises(ValueError, match="already registered"):
         with registered(Family("lstm", FAMILIES["lstm"].module, "C0")):
             pass
+
+
+def test_every_family_with_a_flops_formula_declares_the_kind_the_formula_implies():
+    # the findings read a family's side from `kind`; a parallel recurrence declared "attention" (or a new
+    # attention family left without a kind) would move it across the headline's comparison unseen
+    from seqbench.nn.flops import attention_forward_flops
+
+    for family in FAMILIES.values():
+        if family.flops is not None:
+            assert family.kind == ("attention" if family.flops is attention_forward_flops else "recurrent"), family.name
+    assert all(FAMILIES[name].kind for name in compared())
+    assert FAMILIES["t5"].kind == "attention" and FAMILIES["hmm"].kind is None

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from seqbench.families import compared
-from seqbench.findings import context_on_text, family_kind, gradients, headline, long_range, speed
+from seqbench.findings import context_on_text, family_kind, gradients, headline, long_range, speed, translation
 from seqbench.findings.page import BEGIN, END, replace_block
 from seqbench.ledger import RECORD, Ledger
 
@@ -427,3 +427,68 @@ def test_a_win_at_one_tier_says_what_every_other_tier_shows(frontier_ledger):
             "both corpora where both kinds have a cell, a recurrent family is lower than every attention family; on "
             "Tiny Shakespeare at 1e13 FLOPs, PTB at 1e13 FLOPs the intervals overlap: a tie") in c.detail, c.detail
     assert c.number.text == "+0.200" and c.number_label.startswith("attention's lead where it leads"), c.number_label
+
+
+def _translation_record(root: Path, cells: list[tuple]) -> None:
+    """translation_table's bleu.csv: (label smoothing, family, model, kind, seeds, BLEU mean, sd or None)."""
+    from seqbench.verdict import interval_of
+
+    path = root / translation.RECORD
+    path.parent.mkdir(parents=True, exist_ok=True)
+    lines = ["label_smoothing,family,model,kind,seeds,bleu_mean,bleu_sd,low,high,verdict"]
+    for ls, family, model, kind, n, mean, sd in cells:
+        i = interval_of(mean, sd, n)
+        lines.append(f"{ls},{family},{model},{kind},{n},{mean},{'' if sd is None else sd},"
+                     f"{'' if sd is None else i.low},{'' if sd is None else i.high},")
+    path.write_text("\n".join(lines) + "\n")
+    (path.parent / RECORD).write_text(json.dumps({"records": [{"files": ["bleu.csv"], "command": "made by a test",
+                                                               "git_commit": "x", "hardware": "h", "date": "d", "wall_time": "1 s"}]}))
+
+
+def _frontier(root: Path, attention_wins_at_1e13: bool) -> None:
+    for corpus in headline.CORPORA:
+        _tuned_record(root, corpus, [(1e12, "transformer", 3, 1.8, 0.01), (1e12, "lstm", 3, 1.5, 0.01),
+                                     (1e13, "transformer", 3, 1.3 if attention_wins_at_1e13 else 1.6, 0.01),
+                                     (1e13, "lstm", 3, 1.5, 0.01)])
+
+
+APART = [(0.1, "transformer", "transformer", "attention", 2, 36.0, 0.05),
+         (0.1, "bahdanau", "gru", "recurrent", 2, 34.0, 0.05),
+         (0.0, "bahdanau", "gru", "recurrent", 1, 38.0, None)]  # the pair without smoothing: not the rule, not read
+
+
+def test_translation_joins_the_headline_where_attention_s_interval_lies_above(frontier_ledger):
+    # bugs caught: translation left out of "language tasks"; the pair without smoothing (a higher BLEU here)
+    # read as the rule's best recurrent family; a translation win lost from the verdict
+    _frontier(frontier_ledger, attention_wins_at_1e13=False)
+    c = headline.claim(Ledger(frontier_ledger))
+    assert c.verdict == headline.DOES_NOT_HOLD and any("multi30k_label_smoothing" in x for x in c.not_measured)
+    _translation_record(frontier_ledger, APART)
+    c = headline.claim(Ledger(frontier_ledger))
+    assert c.verdict == f"{headline.HOLDS_ONLY} in Multi30k translation", c.verdict
+    assert "the transformer's BLEU interval lies above the bahdanau's: attention wins" in c.detail, c.detail
+    assert any(line.startswith("| Multi30k translation | transformer (transformer)") and "+2.00" in line
+               and "intervals apart" in line for line in c.answer), c.answer
+    assert not any("multi30k_label_smoothing" in x for x in c.not_measured)
+    _frontier(frontier_ledger, attention_wins_at_1e13=True)
+    c = headline.claim(Ledger(frontier_ledger))
+    assert c.verdict == (f"{headline.HOLDS_ONLY} on Tiny Shakespeare at 1e13 FLOPs, PTB at 1e13 FLOPs (2 of 4 budget "
+                         "tiers) and in Multi30k translation"), c.verdict
+
+
+def test_a_translation_tie_or_recurrent_win_never_counts_for_attention(frontier_ledger):
+    # bug caught: a lead within overlapping intervals (two seeds: t = 12.7) or recurrence above, read as a win
+    _frontier(frontier_ledger, attention_wins_at_1e13=False)
+    _translation_record(frontier_ledger, [(0.1, "transformer", "transformer", "attention", 2, 36.0, 0.5),
+                                          (0.1, "bahdanau", "gru", "recurrent", 2, 35.0, 0.5)])
+    c = headline.claim(Ledger(frontier_ledger))
+    assert c.verdict == headline.DOES_NOT_HOLD and "overlap: a tie" in c.detail, (c.verdict, c.detail)
+    assert any("intervals overlap" in line for line in c.answer if line.startswith("| Multi30k"))
+    # attention wins every language-modelling tier, recurrence wins translation: it holds only in language modelling
+    for corpus in headline.CORPORA:
+        _tuned_record(frontier_ledger, corpus, [(1e12, "transformer", 3, 1.3, 0.01), (1e12, "lstm", 3, 1.5, 0.01)])
+    _translation_record(frontier_ledger, [(0.1, "transformer", "transformer", "attention", 2, 30.0, 0.05),
+                                          (0.1, "bahdanau", "gru", "recurrent", 2, 34.0, 0.05)])
+    c = headline.claim(Ledger(frontier_ledger))
+    assert c.verdict == f"{headline.HOLDS_ONLY} in language modelling", c.verdict
+    assert "recurrence wins" in c.detail

@@ -9,10 +9,14 @@ from seqbench.analysis import translation_table as tt
 from seqbench.report import Run
 
 
+MODELS = {"bahdanau": "gru", "luong": "gru", "seq2seq": "lstm", "transformer": "transformer", "t5": "t5"}
+
+
 def _job(family, smoothing, seed, bleu, failed=False, joint=False, ppl=20.0):
     metrics = {"status": "failed"} if failed else {"status": "completed", "test/bleu": bleu, "test/bleu_tok": bleu + 0.2,
                                                    "test/ppl": ppl, "curve/train_time_s": 600.0}
-    return tt.Job(family, smoothing, seed, Run(f"{family}-{smoothing}-{seed}", family, metrics), joint, 10, 10)
+    return tt.Job(family, smoothing, seed, Run(f"{family}-{smoothing}-{seed}", family, metrics), joint, 10, 10,
+                  MODELS[family])
 
 
 def test_smoothing_is_compared_on_the_seeds_both_sides_ran():
@@ -119,3 +123,20 @@ def test_a_family_apart_below_a_tie_is_named_and_one_seed_never_wins():
     # the pair without smoothing, one seed each: far apart in mean, still a tie
     (without,) = tt.verdict_lines([_job("transformer", 0.0, 1, 36.0), _job("bahdanau", 0.0, 1, 20.0)])
     assert "**tie (transformer, bahdanau)**" in without and "one seed gives no interval" in without
+
+
+def test_the_bleu_record_gives_each_family_its_place_in_the_verdict_and_its_models_kind():
+    # the findings' headline reads this record: a place or kind mixed up there (the Bahdanau model, a GRU with an
+    # attention layer, counted as attention; a tie member called apart) changes its verdict
+    jobs = [_job("transformer", 0.1, s, b) for s, b in ((1, 35.0), (2, 36.2))]
+    jobs += [_job("bahdanau", 0.1, s, b) for s, b in ((1, 34.0), (2, 34.1))]
+    jobs += [_job("seq2seq", 0.1, s, b) for s, b in ((1, 20.0), (2, 20.1))]
+    jobs += [_job("t5", 0.0, 1, 30.0)]
+    rows = {(r["label_smoothing"], r["family"]): r for r in tt.bleu_rows(jobs)}
+    assert [(k[1], r["model"], r["kind"], r["verdict"]) for k, r in rows.items()] == [
+        ("transformer", "transformer", "attention", "tie"), ("bahdanau", "gru", "recurrent", "tie"),
+        ("seq2seq", "lstm", "recurrent", "apart"), ("t5", "t5", "attention", "alone")]
+    # 34.0 and 34.1: mean 34.05, sd 0.0707, half-width 12.706 x 0.0707 / sqrt(2) = 0.635
+    assert (rows[0.1, "bahdanau"]["low"], rows[0.1, "bahdanau"]["high"]) == (pytest.approx(33.415, abs=1e-3),
+                                                                              pytest.approx(34.685, abs=1e-3))
+    assert rows[0.0, "t5"]["bleu_sd"] == "" and rows[0.0, "t5"]["seeds"] == 1

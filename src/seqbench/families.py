@@ -10,6 +10,9 @@ what the rest of the code would otherwise type in a list of its own:
   (`seqbench.compose.recipe_name`: GRU and RNN train as the LSTM does unless they say otherwise);
 - **tasks**: the tasks its module implements (`SeqModel.supported_tasks`, read from the class);
 - **flops**: the formula of `seqbench.nn.flops` its `flops_per_token` follows (language models only);
+- **kind**: `recurrent` or `attention`, the side it stands on in the comparisons' question (the findings'
+  "best attention / best recurrent"), declared for every family that mixes tokens over time by one of the
+  two, T5 and BERT included though they have no FLOPs formula; None for the CNN and the HMM;
 - **compared**: whether it is one of the language-model families the comparisons sweep (the PTB and
   Shakespeare family sweeps, the FLOPs frontier, the long-range probes): their lists are
   `${families:<preset folder>}` in the experiment files (`presets`);
@@ -40,6 +43,7 @@ class Family:
     base: str | None = None            # whose recipe it takes where it has none of its own
     selector: Mapping[str, str] = field(default_factory=dict)  # model keys that tell it from a family sharing its module
     flops: Callable[..., int] | None = None  # seqbench.nn.flops formula of its flops_per_token (language models)
+    kind: str | None = None            # "recurrent" or "attention": its side in the comparisons
     compared: bool = False             # one of the language-model families the comparisons sweep
     tiny: tuple[str, ...] = ()         # overrides for a model a CPU trains a step of at once
 
@@ -61,29 +65,30 @@ _PARALLEL = "seqbench.models.parallel_recurrent.ParallelRecurrentModel"
 _TINY_PARALLEL = ("model.d_model=16", "model.d_state=4")
 
 FAMILIES: dict[str, Family] = {f.name: f for f in (
-    Family("rnn", _RECURRENT, "C0", base="lstm", selector={"cell": "rnn"}, flops=recurrent_forward_flops,
-           compared=True, tiny=_TINY_RNN),
-    Family("lstm", _RECURRENT, "C1", selector={"cell": "lstm"}, flops=recurrent_forward_flops, compared=True,
-           tiny=_TINY_RNN),
-    Family("gru", _RECURRENT, "C2", base="lstm", selector={"cell": "gru"}, flops=recurrent_forward_flops,
-           compared=True, tiny=_TINY_RNN),
+    Family("rnn", _RECURRENT, "C0", kind="recurrent", base="lstm", selector={"cell": "rnn"},
+           flops=recurrent_forward_flops, compared=True, tiny=_TINY_RNN),
+    Family("lstm", _RECURRENT, "C1", kind="recurrent", selector={"cell": "lstm"},
+           flops=recurrent_forward_flops, compared=True, tiny=_TINY_RNN),
+    Family("gru", _RECURRENT, "C2", kind="recurrent", base="lstm", selector={"cell": "gru"},
+           flops=recurrent_forward_flops, compared=True, tiny=_TINY_RNN),
     # the parallel recurrences (issue 35): recurrent nets, so a task without a recipe of their own takes the
     # LSTM's (a recurrent encoder's Adam recipes); their LM recipe is lm/mingru (AdamW + warmup-cosine, as
     # the papers train them, with stream batches)
-    Family("mingru", _PARALLEL, "darkgoldenrod", base="lstm", selector={"layer": "mingru"},
+    Family("mingru", _PARALLEL, "darkgoldenrod", kind="recurrent", base="lstm", selector={"layer": "mingru"},
            flops=parallel_recurrent_train_flops, compared=True, tiny=_TINY_PARALLEL),
-    Family("minlstm", _PARALLEL, "teal", base="mingru", selector={"layer": "minlstm"},
+    Family("minlstm", _PARALLEL, "teal", kind="recurrent", base="mingru", selector={"layer": "minlstm"},
            flops=parallel_recurrent_train_flops, compared=True, tiny=_TINY_PARALLEL),
-    Family("ssm", _PARALLEL, "navy", base="mingru", selector={"layer": "ssm"},
+    Family("ssm", _PARALLEL, "navy", kind="recurrent", base="mingru", selector={"layer": "ssm"},
            flops=parallel_recurrent_train_flops, compared=True, tiny=_TINY_PARALLEL),
-    Family("transformer", "seqbench.models.transformer.TransformerModel", "C3", base="gpt",
+    Family("transformer", "seqbench.models.transformer.TransformerModel", "C3", kind="attention", base="gpt",
            flops=attention_forward_flops, compared=True, tiny=(*_SMALL_ATTENTION, "model.context=32")),
-    Family("gpt", "seqbench.models.gpt.GPTModel", "C4", flops=attention_forward_flops, compared=True,
-           tiny=(*_SMALL_ATTENTION, "model.context=32")),
-    Family("bert", "seqbench.models.bert.BertModel", "C5", base="gpt",
+    Family("gpt", "seqbench.models.gpt.GPTModel", "C4", kind="attention",
+           flops=attention_forward_flops, compared=True, tiny=(*_SMALL_ATTENTION, "model.context=32")),
+    Family("bert", "seqbench.models.bert.BertModel", "C5", kind="attention", base="gpt",
            tiny=(*_SMALL_ATTENTION, "model.context=32", "model.tokenizer_vocab=300")),
-    Family("t5", "seqbench.models.t5.T5Model", "C6", tiny=(*_SMALL_ATTENTION, "model.d_kv=16", "model.d_ff=64")),
-    Family("vit", "seqbench.models.vit.ViTModel", "C7", tiny=_SMALL_ATTENTION),
+    Family("t5", "seqbench.models.t5.T5Model", "C6", kind="attention",
+           tiny=(*_SMALL_ATTENTION, "model.d_kv=16", "model.d_ff=64")),
+    Family("vit", "seqbench.models.vit.ViTModel", "C7", kind="attention", tiny=_SMALL_ATTENTION),
     Family("cnn", "seqbench.models.cnn.ConvNetModel", "C8", tiny=("model.widths=[4,8]", "model.hidden=16")),
     Family("hmm", "seqbench.models.hmm.HMMModel", "C9", tiny=("model.states=8",)),
 )}

@@ -17,6 +17,7 @@ perplexity counts other tokens and is not comparable, marked †). Writes:
 - per label-smoothing value, the verdict by the frontier's rule (`seqbench.verdict.call`): a family wins only
   where its interval lies above every other's, else a tie of those whose intervals overlap the best one's; the test perplexity (the plain NLL: smoothing changes only the
   training loss); epochs trained of those given; training minutes;
+- `bleu.csv`, the same numbers unformatted with each family's place in its verdict, for the findings' headline;
 - one row per family run both ways: BLEU with smoothing minus without, paired by seed (one seed gives both
   runs the same initialisation and data order), as the mean difference, its sd and the seeds it won.
 
@@ -34,6 +35,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from seqbench.families import family_of
 from seqbench.report import Run, read_local
 from seqbench.saved_yaml import load_dict
 
@@ -47,6 +49,7 @@ class Job:
     joint_vocab: bool
     epochs_given: int | None
     epochs_trained: int | None
+    model: str | None = None  # the registry family of its model (the Bahdanau preset's GRU), which gives its kind
 
 
 def _epochs_trained(job_dir: Path) -> int | None:
@@ -80,7 +83,7 @@ def job_of(run: Run) -> Job:
         smoothing = _override(run, "model.label_smoothing")
     seed = run.seed or config.get("seed") or (int(_override(run, "seed")) if _override(run, "seed") else None)
     return Job(family, float(smoothing or 0.0), seed, run, bool(data.get("joint_vocab")), trainer.get("max_epochs"),
-               _epochs_trained(run.path) if run.path else None)
+               _epochs_trained(run.path) if run.path else None, family_of(model) if model.get("_target_") else None)
 
 
 def check_unique(jobs: list[Job]) -> None:
@@ -113,6 +116,41 @@ def _interval_text(values: list[float]) -> str:
     return f"[{i.low:.2f}, {i.high:.2f}]"
 
 
+def _bleu_by_smoothing(jobs: list[Job]) -> dict[float, dict[str, list[float]]]:
+    """Completed jobs' test BLEU by label smoothing (largest first), then family."""
+    by: dict[float, dict[str, list[float]]] = {}
+    for j in sorted(jobs, key=lambda j: (-j.smoothing, j.seed or 0)):
+        if not j.run.failed and j.run.metrics.get("test/bleu") is not None:
+            by.setdefault(j.smoothing, {}).setdefault(j.family, []).append(j.run.metrics["test/bleu"])
+    return by
+
+
+def bleu_rows(jobs: list[Job]) -> list[dict]:
+    """The record the findings read (`seqbench.findings.translation`): per label smoothing and family the seeds,
+    the BLEU mean, sd and 95 % interval as numbers, and the family's place in that smoothing's verdict: `won`,
+    `tie` (its interval overlaps the best mean's) or `apart` (below the tie); `alone` where one family ran.
+    `kind` is the registry's side of its model (`seqbench.findings.family_kind`): the Bahdanau, Luong and
+    plain seq2seq presets are recurrent encoder-decoders (two with an attention layer), the Transformer and
+    T5 attention throughout."""
+    from seqbench.families import order
+    from seqbench.findings import family_kind
+    from seqbench.verdict import call, t_interval
+
+    models = {j.family: j.model for j in jobs if j.model}
+    rows = []
+    for smoothing, families in _bleu_by_smoothing(jobs).items():
+        intervals = {f: t_interval(v) for f, v in families.items()}
+        winner, tied = call(intervals, higher_is_better=True)
+        for f in order(families):
+            i = intervals[f]
+            rows.append({"label_smoothing": smoothing, "family": f, "model": models.get(f, ""),
+                         "kind": family_kind(models.get(f, f)) or "", "seeds": i.n, "bleu_mean": round(i.mean, 4),
+                         "bleu_sd": "" if i.sd is None else round(i.sd, 4),
+                         "low": "" if i.sd is None else round(i.low, 4), "high": "" if i.sd is None else round(i.high, 4),
+                         "verdict": "alone" if len(families) < 2 else "won" if f == winner else "tie" if f in tied else "apart"})
+    return rows
+
+
 def verdict_lines(jobs: list[Job]) -> list[str]:
     """Per label-smoothing value run by two families or more, the frontier's rule on test BLEU
     (`seqbench.verdict.call`): the best mean wins only when its 95 % interval over seeds overlaps no
@@ -120,12 +158,8 @@ def verdict_lines(jobs: list[Job]) -> list[str]:
     from seqbench.families import order
     from seqbench.verdict import call, t_interval
 
-    by: dict[float, dict[str, list[float]]] = {}
-    for j in jobs:
-        if not j.run.failed and j.run.metrics.get("test/bleu") is not None:
-            by.setdefault(j.smoothing, {}).setdefault(j.family, []).append(j.run.metrics["test/bleu"])
     lines = []
-    for smoothing, families in sorted(by.items(), key=lambda kv: -kv[0]):
+    for smoothing, families in _bleu_by_smoothing(jobs).items():
         if len(families) < 2:
             continue
         intervals = {f: t_interval(v) for f, v in families.items()}
@@ -216,7 +250,7 @@ def main(argv: list[str] | None = None) -> str:
     parser = argparse.ArgumentParser(prog="python -m seqbench.analysis.translation_table",
                                      description=__doc__.split("\n\n")[0])
     parser.add_argument("dirs", nargs="+", type=Path, help="the translation sweeps' directories")
-    parser.add_argument("--report", type=Path, help="write translation.md and translation.csv here")
+    parser.add_argument("--report", type=Path, help="write translation.md, translation.csv and bleu.csv here")
     args = parser.parse_args(argv)
     started = time.time()
     jobs = [job_of(r) for r in read_local(args.dirs)]
@@ -235,11 +269,12 @@ def main(argv: list[str] | None = None) -> str:
         args.report.mkdir(parents=True, exist_ok=True)
         (args.report / "translation.md").write_text(f"# Translation under one label-smoothing rule\n\n{text}\n",
                                                     encoding="utf-8")
-        with open(args.report / "translation.csv", "w", newline="") as f:
-            writer = csv.DictWriter(f, fieldnames=list(families[0]))
-            writer.writeheader()
-            writer.writerows(families)
-        write_record(args.report, ["translation.md", "translation.csv"],
+        for name, rows in (("translation.csv", families), ("bleu.csv", bleu_rows(jobs))):
+            with open(args.report / name, "w", newline="") as f:
+                writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+                writer.writeheader()
+                writer.writerows(rows)
+        write_record(args.report, ["translation.md", "translation.csv", "bleu.csv"],
                      command_line("seqbench.analysis.translation_table", argv or sys.argv[1:]), started)
     return text
 

@@ -39,18 +39,15 @@ class Claim:
 
 def family_kind(name: str) -> str | None:
     """'attention' or 'recurrent' for a family named in a record ("ptb/gpt:dropout=0", "lstm_fb1",
-    "transformer_causal"), read from the family registry's FLOPs formula (the one place families are
-    declared); None for a name the registry does not know."""
+    "transformer_causal"), read from the family registry's `kind` (the one place families are declared);
+    None for a name the registry does not know or a family of neither kind."""
     from seqbench.families import FAMILIES
-    from seqbench.nn.flops import attention_forward_flops
 
     base = name.split("/")[-1].split(":")[0]
     if base not in FAMILIES:
         base = next((f for f in FAMILIES if base.startswith(f"{f}_")), base)
     family = FAMILIES.get(base)
-    if family is None or family.flops is None:
-        return None
-    return "attention" if family.flops is attention_forward_flops else "recurrent"
+    return family.kind if family else None
 
 
 def conditions_of(ledger, *paths) -> list[str]:

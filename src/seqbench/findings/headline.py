@@ -12,6 +12,10 @@ cell's score on held-out data over its seeds), the corpus is read from it; other
 frontier report, whose command does not run the equal-budget search `experiment=tune_frontier*` (issue
 36), so the verdict says "before equal tuning". A tuned record whose cells do not all have three seeds
 yet says so in the verdict ("partial").
+
+Translation, where every family trained under one label-smoothing rule, is read beside the frontier
+(`seqbench.findings.translation`): where attention's BLEU interval lies above recurrence's, the verdict says
+it holds there too; where it does not, the detail says so.
 """
 
 from __future__ import annotations
@@ -21,7 +25,8 @@ from pathlib import Path
 
 from seqbench.analysis.frontier_join import frontier_table, join
 from seqbench.final_cells import SEEDS, Experiment  # a cell's seeds (3); a record's `seeds_planned` says where it plans fewer
-from seqbench.findings import DOES_NOT_HOLD, HOLDS, HOLDS_ONLY, Claim, conditions_of, family_kind, unseen_text
+from seqbench.findings import (DOES_NOT_HOLD, HOLDS, HOLDS_ONLY, Claim, conditions_of, family_kind, translation,
+                               unseen_text)
 from seqbench.verdict import interval_of
 
 CORPORA = {"Tiny Shakespeare": "experiments/figures/frontier-shakespeare/report.md",
@@ -192,8 +197,10 @@ def claim(ledger) -> Claim:
     if tuned:
         detail += (f"{' and '.join(tuned)}: every family tuned by the same search and scored on held-out data"
                    + (f"; until every cell has {plan}, a row whose cells have fewer is no ranking. " if partial else ". "))
+    mt = translation.reading(ledger)
+    mt_won = mt is not None and mt.winner == "attention"
     if not wins:
-        verdict = DOES_NOT_HOLD + before
+        verdict = f"{HOLDS_ONLY} in {translation.WHERE}{before}" if mt_won else DOES_NOT_HOLD + before
         why_not = [f"{w} ({'the intervals overlap' if w in overlap else 'by less than the seed sd'})" for w in leads]
         detail += ((f"Attention is lower only on {', '.join(why_not)}: no win. At every other budget of both corpora "
                     "where both kinds have a cell, a" if leads else
@@ -204,9 +211,10 @@ def claim(ledger) -> Claim:
         detail += (f" At one seed so far, attention is lower on {', '.join(untested)}: no interval yet, so no ranking."
                    if untested else "")
     elif len(wins) == tiers:
-        verdict = HOLDS + before
+        verdict = (HOLDS if mt is None or mt_won else f"{HOLDS_ONLY} in language modelling") + before
     else:
-        verdict = f"{HOLDS_ONLY} on {', '.join(wins)} ({len(wins)} of {tiers} budget tiers){before}"
+        verdict = (f"{HOLDS_ONLY} on {', '.join(wins)} ({len(wins)} of {tiers} budget tiers)"
+                   f"{' and in ' + translation.WHERE if mt_won else ''}{before}")
         # where it holds, and what the other tiers show: a win at one tier is no answer for the others
         why_not = [f"{w} ({'the intervals overlap' if w in overlap else 'by less than the seed sd'})" for w in leads]
         detail += (f"Attention is lower, with the intervals apart, on {', '.join(wins)}"
@@ -219,6 +227,9 @@ def claim(ledger) -> Claim:
     top = max(Experiment("tune_frontier").tiers())  # Tiny Shakespeare's frontier: the tier beyond lies above it
     if "Tiny Shakespeare" in tuned and (why := unseen_text.sentence(ledger, top)):
         detail += " " + why  # what the tier beyond measures there, from the loss along the text
+    if mt is not None:
+        detail += " " + translation.sentence(mt)
+        answer += translation.answer(ledger, mt)
     return Claim(
         key="headline", claim="Transformers surpass recurrent networks on language tasks.",
         verdict=verdict, detail=detail, answer=answer,
@@ -229,7 +240,9 @@ def claim(ledger) -> Claim:
                    + ([f"{' and '.join(untuned)}: each family at three sizes with its own recipe, trained to each FLOPs "
                        "budget on the 2-core CPU; losses on the validation split (Tiny Shakespeare's validation is also "
                        "its test split)."] if untuned else [])
-                   + conditions_of(ledger, *read),
+                   + ([f"{translation.WHERE}: every family 10 epochs with label smoothing {translation.RULE:g}, "
+                       "selected by validation loss and scored by beam search on test2016 (sacreBLEU)."] if mt else [])
+                   + conditions_of(ledger, *read, *([translation.RECORD] if mt else [])),
         figures=[str(Path(p).parent / "loss_vs_flops.png") for p in read],
         confidence=f"{single} of the {compared} entries compared are one seed (n=1), which has no interval. Where the "
                    f"records have two seeds or more, the largest seed sd of a loss is {' and '.join(spreads) or 'not measured'}"
@@ -261,4 +274,6 @@ def claim(ledger) -> Claim:
                       "The matched-size comparisons (`ptb-families.md`, `shakespeare-families.md`): their runs' "
                       "metrics were not committed; `python src/train.py -m experiment=ptb_families` (and "
                       "`shakespeare_families`) then `python -m seqbench.report <sweep> --out "
-                      "experiments/figures/<corpus>` records them."])
+                      "experiments/figures/<corpus>` records them.",
+                      *([f"Translation with every family under one label-smoothing rule: {translation.COMMAND}."]
+                        if mt is None else [])])

@@ -150,3 +150,12 @@ def test_every_family_with_a_flops_formula_declares_the_kind_the_formula_implies
             assert family.kind == ("attention" if family.flops is attention_forward_flops else "recurrent"), family.name
     assert all(FAMILIES[name].kind for name in compared())
     assert FAMILIES["t5"].kind == "attention" and FAMILIES["hmm"].kind is None
+
+
+def test_a_language_model_family_without_a_kind_is_refused_at_declaration():
+    # bug caught: a family added with a FLOPs formula and no kind would sit on neither side of the findings'
+    # "best attention / best recurrent" and drop out of the headline unseen
+    from seqbench.nn.flops import recurrent_forward_flops
+
+    with pytest.raises(ValueError, match="has a FLOPs formula but no kind"):
+        Family("newnet", "pkg.NewNet", "black", flops=recurrent_forward_flops)

@@ -12,11 +12,14 @@ from seqbench.report import Run
 MODELS = {"bahdanau": "gru", "luong": "gru", "seq2seq": "lstm", "transformer": "transformer", "t5": "t5"}
 
 
+LAYERS = {"bahdanau": "bahdanau", "luong": "luong_general", "seq2seq": "none"}
+
+
 def _job(family, smoothing, seed, bleu, failed=False, joint=False, ppl=20.0):
     metrics = {"status": "failed"} if failed else {"status": "completed", "test/bleu": bleu, "test/bleu_tok": bleu + 0.2,
                                                    "test/ppl": ppl, "curve/train_time_s": 600.0}
     return tt.Job(family, smoothing, seed, Run(f"{family}-{smoothing}-{seed}", family, metrics), joint, 10, 10,
-                  MODELS[family])
+                  MODELS[family], LAYERS.get(family), None if failed else bleu - 1.0)
 
 
 def test_smoothing_is_compared_on_the_seeds_both_sides_ran():
@@ -48,13 +51,14 @@ def test_a_joint_vocabulary_perplexity_is_marked_not_comparable():
     assert rows["t5"]["test ppl"] == "9.00†" and rows["transformer"]["test ppl"] == "7.00"
 
 
-def test_epochs_trained_count_the_epochs_that_ended_not_the_test_rows_epoch(tmp_path):
+def test_epochs_trained_count_the_epochs_that_ended_and_the_best_validation_bleu_is_the_highest(tmp_path):
     # Lightning logs the test with epoch = the number of epochs trained: a reader of every row's epoch
-    # would say 3 where 2 ran
+    # would say 3 where 2 ran; the validation BLEU a family is chosen on is its best, not its last (20.5)
     (tmp_path / "csv").mkdir()
     (tmp_path / "csv" / "metrics.csv").write_text(
-        "epoch,step,train/loss,train/loss_epoch,test/bleu\n0,10,5.0,,\n0,20,,4.5,\n1,30,,4.0,\n2,30,,,31.0\n")
-    assert tt._epochs_trained(tmp_path) == 2
+        "epoch,step,train/loss,train/loss_epoch,val/bleu,test/bleu\n0,10,5.0,,,\n0,20,,4.5,21.0,\n1,30,,4.0,20.5,\n"
+        "2,30,,,,31.0\n")
+    assert tt._history(tmp_path) == (2, 21.0)
 
 
 def test_one_run_given_twice_stops_rather_than_counting_as_two_seeds():
@@ -99,44 +103,86 @@ def test_the_interval_is_the_t_interval_over_seeds_by_hand():
     assert row["95 % interval"] == "none: 1 seed"
 
 
+def _lines(jobs):
+    return tt.verdict_lines(tt.bleu_rows(jobs))
+
+
 def test_the_higher_bleu_wins_only_outside_the_intervals():
     # apart: the Transformer's [35.4, 36.6]-ish interval lies above the Bahdanau model's; a rule that took the
     # lowest mean as best (a loss's) would call the Bahdanau model the winner
     apart = [_job("transformer", 0.1, s, b) for s, b in ((1, 36.0), (2, 36.05))]
     apart += [_job("bahdanau", 0.1, s, b) for s, b in ((1, 30.0), (2, 30.05))]
-    (line,) = tt.verdict_lines(apart)
+    (line,) = _lines(apart)
     assert line.startswith("- Label smoothing 0.1: **transformer wins**")
     # the same means with a wide spread: the intervals overlap, a tie
     wide = [_job("transformer", 0.1, s, b) for s, b in ((1, 33.0), (2, 39.0))]
     wide += [_job("bahdanau", 0.1, s, b) for s, b in ((1, 30.0), (2, 30.1))]
-    (line,) = tt.verdict_lines(wide)
+    (line,) = _lines(wide)
     assert "**tie (transformer, bahdanau)**" in line and "best mean (transformer)" in line
 
 
-def test_a_family_apart_below_a_tie_is_named_and_one_seed_never_wins():
-    # the Transformer's [27.9, 43.2] takes in the Bahdanau model's, not the seq2seq model's [19.4, 20.7]
-    jobs = [_job("transformer", 0.1, s, b) for s, b in ((1, 35.0), (2, 36.2))]
-    jobs += [_job("bahdanau", 0.1, s, b) for s, b in ((1, 34.0), (2, 34.1))]
-    jobs += [_job("seq2seq", 0.1, s, b) for s, b in ((1, 20.0), (2, 20.1))]
-    (line,) = tt.verdict_lines(jobs)
-    assert "**tie (transformer, bahdanau)**" in line and "below them and apart from them: seq2seq" in line
-    # the pair without smoothing, one seed each: far apart in mean, still a tie
-    (without,) = tt.verdict_lines([_job("transformer", 0.0, 1, 36.0), _job("bahdanau", 0.0, 1, 20.0)])
-    assert "**tie (transformer, bahdanau)**" in without and "one seed gives no interval" in without
+def test_below_is_said_of_the_best_mean_s_interval_not_of_the_whole_tie():
+    # bug caught: seq2seq [27.8, 30.4] lies below the Transformer's [39.8, 42.4] but inside the Bahdanau model's
+    # wide interval, and the line called it "apart from them" (the tie)
+    jobs = [_job("transformer", 0.1, s, b) for s, b in ((1, 41.0), (2, 41.2))]
+    jobs += [_job("bahdanau", 0.1, s, b) for s, b in ((1, 30.0), (2, 41.0))]
+    jobs += [_job("seq2seq", 0.1, s, b) for s, b in ((1, 29.0), (2, 29.2))]
+    (line,) = _lines(jobs)
+    assert "**tie (transformer, bahdanau)**" in line and "below the best mean's interval: seq2seq" in line
+    assert "apart from them" not in line
 
 
-def test_the_bleu_record_gives_each_family_its_place_in_the_verdict_and_its_models_kind():
+def test_a_family_without_an_interval_is_not_ranked_and_cannot_hide_a_separation():
+    # bugs caught: one seed of T5 (its second failed) at the highest mean, with an infinite interval, made the
+    # whole table a tie although the Transformer lies far above seq2seq; two identical seeds (sd 0) gave a
+    # point interval that let any gap win
+    jobs = [_job("transformer", 0.1, s, b) for s, b in ((1, 36.0), (2, 36.05))]
+    jobs += [_job("t5", 0.1, 1, 37.0), _job("t5", 0.1, 2, 0.0, failed=True)]
+    jobs += [_job("bahdanau", 0.1, s, 35.99) for s in (1, 2)]
+    jobs += [_job("seq2seq", 0.1, s, b) for s, b in ((1, 20.0), (2, 20.05))]
+    rows = {r["family"]: r["verdict"] for r in tt.bleu_rows(jobs)}
+    assert rows == {"transformer": "won", "t5": "unranked: one seed", "bahdanau": "unranked: identical seeds",
+                    "seq2seq": "below"}
+    (line,) = tt.verdict_lines(tt.bleu_rows(jobs))
+    assert "**transformer wins**" in line and "not ranked: t5 (one seed), bahdanau (identical seeds)" in line
+    # the pair without smoothing, one seed each: far apart in mean, no ranking
+    (without,) = _lines([_job("transformer", 0.0, 1, 36.0), _job("bahdanau", 0.0, 1, 20.0)])
+    assert "**no ranking**" in without and "not ranked: transformer (one seed), bahdanau (one seed)" in without
+
+
+def test_the_bleu_record_gives_each_family_its_place_its_model_its_kind_and_its_validation_bleu():
     # the findings' headline reads this record: a place or kind mixed up there (the Bahdanau model, a GRU with an
-    # attention layer, counted as attention; a tie member called apart) changes its verdict
+    # attention layer, counted as attention) changes its verdict; the validation BLEU is what it chooses on
     jobs = [_job("transformer", 0.1, s, b) for s, b in ((1, 35.0), (2, 36.2))]
     jobs += [_job("bahdanau", 0.1, s, b) for s, b in ((1, 34.0), (2, 34.1))]
     jobs += [_job("seq2seq", 0.1, s, b) for s, b in ((1, 20.0), (2, 20.1))]
     jobs += [_job("t5", 0.0, 1, 30.0)]
     rows = {(r["label_smoothing"], r["family"]): r for r in tt.bleu_rows(jobs)}
-    assert [(k[1], r["model"], r["kind"], r["verdict"]) for k, r in rows.items()] == [
-        ("transformer", "transformer", "attention", "tie"), ("bahdanau", "gru", "recurrent", "tie"),
-        ("seq2seq", "lstm", "recurrent", "apart"), ("t5", "t5", "attention", "alone")]
+    assert [(k[1], r["model"], r["attention_layer"], r["kind"], r["verdict"]) for k, r in rows.items()] == [
+        ("transformer", "transformer", "", "attention", "tie"), ("bahdanau", "gru", "bahdanau", "recurrent", "tie"),
+        ("seq2seq", "lstm", "none", "recurrent", "below"), ("t5", "t5", "", "attention", "unranked: one seed")]
     # 34.0 and 34.1: mean 34.05, sd 0.0707, half-width 12.706 x 0.0707 / sqrt(2) = 0.635
     assert (rows[0.1, "bahdanau"]["low"], rows[0.1, "bahdanau"]["high"]) == (pytest.approx(33.415, abs=1e-3),
                                                                               pytest.approx(34.685, abs=1e-3))
+    assert rows[0.1, "bahdanau"]["val_bleu_mean"] == pytest.approx(34.05 - 1.0)  # each seed's val BLEU: test - 1
     assert rows[0.0, "t5"]["bleu_sd"] == "" and rows[0.0, "t5"]["seeds"] == 1
+    assert (rows[0.1, "seq2seq"]["epochs_given"], rows[0.1, "seq2seq"]["epochs_trained"]) == ("10", 10)
+
+
+def test_a_family_whose_model_has_no_kind_stops_the_table():
+    # bug caught: a model the registry does not know had kind "" and the headline silently left it out
+    job = _job("bahdanau", 0.1, 1, 30.0)
+    job.model = "mystery"
+    with pytest.raises(SystemExit, match="bahdanau: its model \\(mystery\\) has no kind"):
+        tt.bleu_rows([job])
+
+
+def test_a_table_with_no_test_bleu_yet_still_writes_its_record(tmp_path):
+    # bug caught: with every job failed (or none tested yet) bleu.csv's header came from its first row: IndexError
+    # after translation.md was written and before record.json, leaving files without provenance
+    job = tmp_path / "sweep" / "0"
+    job.mkdir(parents=True)
+    (job / "metrics.json").write_text('{"status": "failed", "error": "killed"}')
+    tt.main([str(tmp_path / "sweep"), "--report", str(tmp_path / "out")])
+    assert (tmp_path / "out" / "bleu.csv").read_text().startswith("label_smoothing,family,model")
+    assert (tmp_path / "out" / "record.json").is_file()

@@ -135,6 +135,6 @@ def test_runs_at_two_tuned_settings_are_two_cells_never_seeds_of_one():
 def test_the_rule_reads_a_score_where_higher_is_better():
     # BLEU: 36 ± tiny above 30 ± tiny; read as a loss the lower mean (30) would win
     intervals = {"a": verdict.t_interval([36.0, 36.05]), "b": verdict.t_interval([30.0, 30.05])}
-    assert verdict.call(intervals, higher_is_better=True) == ("a", ["a"])
-    assert verdict.call(intervals) == ("b", ["b"])
-    assert verdict.call({"a": verdict.t_interval([36.0])}) == (None, ["a"])  # alone: no one to beat
+    assert verdict.winner_or_tie(intervals, higher_is_better=True) == ("a", ["a"])
+    assert verdict.winner_or_tie(intervals) == ("b", ["b"])
+    assert verdict.winner_or_tie({"a": verdict.t_interval([36.0])}) == (None, ["a"])  # alone: no one to beat

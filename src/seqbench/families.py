@@ -47,6 +47,12 @@ class Family:
     compared: bool = False             # one of the language-model families the comparisons sweep
     tiny: tuple[str, ...] = ()         # overrides for a model a CPU trains a step of at once
 
+    def __post_init__(self):
+        # a language-model family (it has a FLOPs formula) stands on one side of the comparisons; left without
+        # a kind, the findings would leave it out of "best attention / best recurrent" unseen
+        if self.flops is not None and self.kind not in ("recurrent", "attention"):
+            raise ValueError(f"family {self.name!r} has a FLOPs formula but no kind: say kind='recurrent' or 'attention'")
+
     @property
     def cls(self) -> type:
         from hydra.utils import get_class

@@ -129,11 +129,11 @@ def verdict(cs: list[Cell], budget: float) -> Verdict:
     for c in cs:
         if c.budget == budget and (c.family not in entries or rank(c) < rank(entries[c.family])):
             entries[c.family] = c
-    winner, tied = call({f: c.interval for f, c in entries.items()})
+    winner, tied = winner_or_tie({f: c.interval for f, c in entries.items()})
     return Verdict(budget, entries, winner, tied)
 
 
-def call(intervals: dict[str, Interval], higher_is_better: bool = False) -> tuple[str | None, list[str]]:
+def winner_or_tie(intervals: dict[str, Interval], higher_is_better: bool = False) -> tuple[str | None, list[str]]:
     """The rule on named intervals, for any score (a loss, or BLEU with `higher_is_better`): the best mean
     wins only when its interval overlaps no other's. Returns (winner or None, the families whose intervals
     overlap the best one's, the best included: the winner alone when it won, the tie otherwise)."""

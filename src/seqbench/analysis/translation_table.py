@@ -13,11 +13,14 @@ metrics.json and the preset) and, from each job's saved config, the label smooth
 perplexity counts other tokens and is not comparable, marked †). Writes:
 
 - one row per (family, label smoothing): test BLEU (sacreBLEU, detokenised) and tokenised BLEU as mean ±
-  sd over seeds, the 95 % t-interval of the BLEU mean, with each seed's score;
-- per label-smoothing value, the verdict by the frontier's rule (`seqbench.verdict.call`): a family wins only
-  where its interval lies above every other's, else a tie of those whose intervals overlap the best one's; the test perplexity (the plain NLL: smoothing changes only the
-  training loss); epochs trained of those given; training minutes;
-- `bleu.csv`, the same numbers unformatted with each family's place in its verdict, for the findings' headline;
+  sd over seeds, the 95 % t-interval of the BLEU mean, with each seed's score; the test perplexity (the
+  plain NLL: smoothing changes only the training loss); epochs trained of those given; training minutes;
+- per label-smoothing value, the verdict by the frontier's rule (`seqbench.verdict.winner_or_tie`): a family
+  wins only where its interval lies above every other ranked family's, else the families whose intervals
+  overlap the best mean's tie. A family ranks with two seeds or more that differ: one seed has no interval,
+  and identical scores an interval of width 0 that would let any gap "win" (a seed that never took effect);
+- `bleu.csv`, the same numbers unformatted (each family's place in its verdict, its model, attention layer,
+  kind, epochs and mean best validation BLEU), which the findings' headline reads;
 - one row per family run both ways: BLEU with smoothing minus without, paired by seed (one seed gives both
   runs the same initialisation and data order), as the mean difference, its sd and the seeds it won.
 
@@ -49,18 +52,23 @@ class Job:
     joint_vocab: bool
     epochs_given: int | None
     epochs_trained: int | None
-    model: str | None = None  # the registry family of its model (the Bahdanau preset's GRU), which gives its kind
+    model: str | None = None            # the registry family of its model (the Bahdanau preset's GRU): its kind
+    attention_layer: str | None = None  # a recurrent model's attention (`model.attention`: bahdanau, none)
+    val_bleu: float | None = None       # its best validation BLEU (greedy): what a family is chosen on
 
 
-def _epochs_trained(job_dir: Path) -> int | None:
-    """1 + the last epoch that ended in the run's CSV history (its `train/loss_epoch` rows; Lightning numbers
-    epochs from 0, and logs the test with the epoch count after the last, which no epoch trained)."""
+def _history(job_dir: Path) -> tuple[int | None, float | None]:
+    """From the run's CSV history: the epochs trained, 1 + the last epoch that ended (its `train/loss_epoch`
+    rows; Lightning numbers epochs from 0, and logs the test with the epoch count after the last, which no
+    epoch trained), and the best validation BLEU."""
     path = job_dir / "csv" / "metrics.csv"
     if not path.is_file():
-        return None
+        return None, None
     with open(path, newline="") as f:
-        epochs = [int(float(row["epoch"])) for row in csv.DictReader(f) if row.get("epoch") and row.get("train/loss_epoch")]
-    return max(epochs) + 1 if epochs else None
+        rows = list(csv.DictReader(f))
+    epochs = [int(float(r["epoch"])) for r in rows if r.get("epoch") and r.get("train/loss_epoch")]
+    bleu = [float(r["val/bleu"]) for r in rows if r.get("val/bleu")]
+    return (max(epochs) + 1 if epochs else None), (max(bleu) if bleu else None)
 
 
 def _override(run: Run, key: str) -> str | None:
@@ -82,8 +90,10 @@ def job_of(run: Run) -> Job:
         family = preset.rsplit("/", 1)[-1] if preset else run.family
         smoothing = _override(run, "model.label_smoothing")
     seed = run.seed or config.get("seed") or (int(_override(run, "seed")) if _override(run, "seed") else None)
+    epochs, val_bleu = _history(run.path) if run.path else (None, None)
     return Job(family, float(smoothing or 0.0), seed, run, bool(data.get("joint_vocab")), trainer.get("max_epochs"),
-               _epochs_trained(run.path) if run.path else None, family_of(model) if model.get("_target_") else None)
+               epochs, family_of(model) if model.get("_target_") else None,
+               str(model["attention"]) if model.get("attention") is not None else None, val_bleu)
 
 
 def check_unique(jobs: list[Job]) -> None:
@@ -116,61 +126,91 @@ def _interval_text(values: list[float]) -> str:
     return f"[{i.low:.2f}, {i.high:.2f}]"
 
 
-def _bleu_by_smoothing(jobs: list[Job]) -> dict[float, dict[str, list[float]]]:
-    """Completed jobs' test BLEU by label smoothing (largest first), then family."""
-    by: dict[float, dict[str, list[float]]] = {}
+FAMILY_FIELDS = ("family", "label smoothing", "seeds", "test BLEU", "95 % interval", "per seed", "tokenised BLEU",
+                 "test ppl", "epochs trained/given", "training min")
+BLEU_FIELDS = ("label_smoothing", "family", "model", "attention_layer", "kind", "seeds", "bleu_mean", "bleu_sd", "low",
+               "high", "val_bleu_mean", "epochs_given", "epochs_trained", "verdict")
+UNRANKED = "unranked"  # a verdict's prefix: the family has no interval to rank by
+
+
+def _completed(jobs: list[Job]) -> dict[float, dict[str, list[Job]]]:
+    """Completed jobs with a test BLEU by label smoothing (largest first), then family, in seed order."""
+    by: dict[float, dict[str, list[Job]]] = {}
     for j in sorted(jobs, key=lambda j: (-j.smoothing, j.seed or 0)):
         if not j.run.failed and j.run.metrics.get("test/bleu") is not None:
-            by.setdefault(j.smoothing, {}).setdefault(j.family, []).append(j.run.metrics["test/bleu"])
+            by.setdefault(j.smoothing, {}).setdefault(j.family, []).append(j)
     return by
+
+
+def _joined(values) -> str:
+    values = sorted({v for v in values if v is not None})
+    return ";".join(str(v) for v in values)
 
 
 def bleu_rows(jobs: list[Job]) -> list[dict]:
     """The record the findings read (`seqbench.findings.translation`): per label smoothing and family the seeds,
-    the BLEU mean, sd and 95 % interval as numbers, and the family's place in that smoothing's verdict: `won`,
-    `tie` (its interval overlaps the best mean's) or `apart` (below the tie); `alone` where one family ran.
-    `kind` is the registry's side of its model (`seqbench.findings.family_kind`): the Bahdanau, Luong and
-    plain seq2seq presets are recurrent encoder-decoders (two with an attention layer), the Transformer and
-    T5 attention throughout."""
+    the test BLEU mean, sd and 95 % interval as numbers, the mean best validation BLEU (what a family is chosen
+    on: the test is the score), the epochs given and the fewest trained, and the family's place in that
+    smoothing's verdict: `won`; `tie` (its interval overlaps the best mean's); `below` (its interval lies below
+    the best mean's, whatever it does against the others of the tie); `alone` (the one ranked family);
+    `unranked: one seed` or `unranked: identical seeds`. `kind` is the registry's side of its model
+    (`seqbench.findings.family_kind`): the Bahdanau, Luong and plain seq2seq presets are recurrent
+    encoder-decoders (two with an attention layer, `attention_layer`), the Transformer and T5 attention
+    throughout; a family of no known kind stops the command, since the headline would leave it out."""
     from seqbench.families import order
     from seqbench.findings import family_kind
-    from seqbench.verdict import call, t_interval
+    from seqbench.verdict import t_interval, winner_or_tie
 
-    models = {j.family: j.model for j in jobs if j.model}
     rows = []
-    for smoothing, families in _bleu_by_smoothing(jobs).items():
-        intervals = {f: t_interval(v) for f, v in families.items()}
-        winner, tied = call(intervals, higher_is_better=True)
+    for smoothing, families in _completed(jobs).items():
+        bleu = {f: [j.run.metrics["test/bleu"] for j in js] for f, js in families.items()}
+        intervals = {f: t_interval(v) for f, v in bleu.items()}
+        ranked = {f: i for f, i in intervals.items() if i.n >= 2 and i.sd}
+        winner, tied = winner_or_tie(ranked, higher_is_better=True)
+        best = max(ranked, key=lambda f: ranked[f].mean) if ranked else None
         for f in order(families):
-            i = intervals[f]
-            rows.append({"label_smoothing": smoothing, "family": f, "model": models.get(f, ""),
-                         "kind": family_kind(models.get(f, f)) or "", "seeds": i.n, "bleu_mean": round(i.mean, 4),
-                         "bleu_sd": "" if i.sd is None else round(i.sd, 4),
-                         "low": "" if i.sd is None else round(i.low, 4), "high": "" if i.sd is None else round(i.high, 4),
-                         "verdict": "alone" if len(families) < 2 else "won" if f == winner else "tie" if f in tied else "apart"})
+            js, i = families[f], intervals[f]
+            model = js[0].model
+            kind = family_kind(model or f)
+            if kind is None:
+                raise SystemExit(f"{f}: its model ({model or 'unknown'}) has no kind in the family registry "
+                                 "(seqbench.families: recurrent or attention)")
+            place = (f"{UNRANKED}: one seed" if i.n < 2 else f"{UNRANKED}: identical seeds" if not i.sd else
+                     "alone" if len(ranked) < 2 else "won" if f == winner else "tie" if f in tied else "below")
+            assert place != "below" or ranked[f].high < ranked[best].low
+            val = [j.val_bleu for j in js if j.val_bleu is not None]
+            trained = [j.epochs_trained for j in js if j.epochs_trained is not None]
+            rows.append({"label_smoothing": smoothing, "family": f, "model": model or "",
+                         "attention_layer": js[0].attention_layer or "", "kind": kind, "seeds": i.n,
+                         "bleu_mean": i.mean, "bleu_sd": "" if i.sd is None else i.sd,
+                         "low": "" if i.sd is None else i.low, "high": "" if i.sd is None else i.high,
+                         "val_bleu_mean": statistics.fmean(val) if len(val) == len(js) else "",
+                         "epochs_given": _joined(j.epochs_given for j in js),
+                         "epochs_trained": min(trained) if len(trained) == len(js) else "", "verdict": place})
     return rows
 
 
-def verdict_lines(jobs: list[Job]) -> list[str]:
-    """Per label-smoothing value run by two families or more, the frontier's rule on test BLEU
-    (`seqbench.verdict.call`): the best mean wins only when its 95 % interval over seeds overlaps no
-    other family's, else the families whose intervals overlap the best one's tie."""
-    from seqbench.families import order
-    from seqbench.verdict import call, t_interval
-
+def verdict_lines(rows: list[dict]) -> list[str]:
+    """Per label-smoothing value run by two families or more, `bleu_rows`'s verdict in words."""
+    by: dict[float, list[dict]] = {}
+    for r in rows:
+        by.setdefault(r["label_smoothing"], []).append(r)
     lines = []
-    for smoothing, families in _bleu_by_smoothing(jobs).items():
-        if len(families) < 2:
+    for smoothing, rs in by.items():
+        if len(rs) < 2:
             continue
-        intervals = {f: t_interval(v) for f, v in families.items()}
-        winner, tied = call(intervals, higher_is_better=True)
-        best = max(intervals, key=lambda f: intervals[f].mean)
-        apart = [f for f in order(families) if f not in tied]
-        one_seed = [f for f in order(tied) if intervals[f].n < 2]
-        head = (f"**{winner} wins**: its interval lies above every other family's" if winner else
-                f"**tie ({', '.join(order(tied))})**: each interval overlaps that of the best mean ({best})")
-        notes = ([f"below them and apart from them: {', '.join(apart)}"] if apart and not winner else []) + \
-                ([f"one seed gives no interval ({', '.join(one_seed)})"] if one_seed else [])
+        place = {p: [r["family"] for r in rs if r["verdict"] == p] for p in ("won", "tie", "below", "alone")}
+        unranked = [f"{r['family']} ({r['verdict'].split(': ', 1)[1]})" for r in rs if r["verdict"].startswith(UNRANKED)]
+        ranked = [r for r in rs if not r["verdict"].startswith(UNRANKED)]
+        if place["won"]:
+            head = f"**{place['won'][0]} wins**: its interval lies above every other ranked family's"
+        elif place["tie"]:
+            best = max(ranked, key=lambda r: r["bleu_mean"])["family"]
+            head = f"**tie ({', '.join(place['tie'])})**: each interval overlaps that of the best mean ({best})"
+        else:
+            head = "**no ranking**: fewer than two families have two seeds or more that differ"
+        notes = ([f"below the best mean's interval: {', '.join(place['below'])}"] if place["below"] else []) + \
+                ([f"not ranked: {', '.join(unranked)}"] if unranked else [])
         lines.append(f"- Label smoothing {smoothing:g}: {head}" + "".join(f"; {n}" for n in notes) + ".")
     return lines
 
@@ -255,9 +295,9 @@ def main(argv: list[str] | None = None) -> str:
     started = time.time()
     jobs = [job_of(r) for r in read_local(args.dirs)]
     check_unique(jobs)
-    families = family_rows(jobs)
+    families, bleu = family_rows(jobs), bleu_rows(jobs)
     text = ("## Every family, one label-smoothing rule\n\n" + markdown(families) + "\n\n"
-            + "\n".join(verdict_lines(jobs) or ["- No verdict: fewer than two families with a test BLEU."]) + "\n\n"
+            + "\n".join(verdict_lines(bleu) or ["- No verdict: fewer than two families with a test BLEU."]) + "\n\n"
             "Test BLEU: sacreBLEU on detokenised output, beam 5, the best checkpoint by validation loss; mean ± sd "
             "over seeds, and the 95 % t-interval of the mean (two seeds give a wide one: t = 12.7). A family wins "
             "only where its interval lies above every other's, the frontier's rule (seqbench.verdict). Test ppl: per English BPE token of the run's vocabulary, the plain NLL; † a joint "
@@ -269,9 +309,9 @@ def main(argv: list[str] | None = None) -> str:
         args.report.mkdir(parents=True, exist_ok=True)
         (args.report / "translation.md").write_text(f"# Translation under one label-smoothing rule\n\n{text}\n",
                                                     encoding="utf-8")
-        for name, rows in (("translation.csv", families), ("bleu.csv", bleu_rows(jobs))):
+        for name, rows, fields in (("translation.csv", families, FAMILY_FIELDS), ("bleu.csv", bleu, BLEU_FIELDS)):
             with open(args.report / name, "w", newline="") as f:
-                writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+                writer = csv.DictWriter(f, fieldnames=fields)
                 writer.writeheader()
                 writer.writerows(rows)
         write_record(args.report, ["translation.md", "translation.csv", "bleu.csv"],

@@ -186,3 +186,9 @@ def test_a_table_with_no_test_bleu_yet_still_writes_its_record(tmp_path):
     tt.main([str(tmp_path / "sweep"), "--report", str(tmp_path / "out")])
     assert (tmp_path / "out" / "bleu.csv").read_text().startswith("label_smoothing,family,model")
     assert (tmp_path / "out" / "record.json").is_file()
+
+
+def test_the_markdown_table_has_the_columns_the_csv_is_written_with():
+    # bug caught: a column added to the rows but not to FAMILY_FIELDS makes csv.DictWriter raise at --report
+    (row,) = tt.family_rows([_job("transformer", 0.1, 1, 35.0), _job("transformer", 0.1, 2, 36.0)])
+    assert tuple(row) == tt.FAMILY_FIELDS and row["best val BLEU"] == "34.50 ± 0.71"

@@ -127,7 +127,7 @@ def _interval_text(values: list[float]) -> str:
 
 
 FAMILY_FIELDS = ("family", "label smoothing", "seeds", "test BLEU", "95 % interval", "per seed", "tokenised BLEU",
-                 "test ppl", "epochs trained/given", "training min")
+                 "best val BLEU", "test ppl", "epochs trained/given", "training min")
 BLEU_FIELDS = ("label_smoothing", "family", "model", "attention_layer", "kind", "seeds", "bleu_mean", "bleu_sd", "low",
                "high", "val_bleu_mean", "epochs_given", "epochs_trained", "verdict")
 UNRANKED = "unranked"  # a verdict's prefix: the family has no interval to rank by
@@ -244,6 +244,7 @@ def family_rows(jobs: list[Job]) -> list[dict]:
             "per seed": ", ".join(f"{j.seed}: {j.run.metrics['test/bleu']:.2f}" for j in done
                                   if j.run.metrics.get("test/bleu") is not None) or "–",
             "tokenised BLEU": _mean_sd(tok),
+            "best val BLEU": _mean_sd([j.val_bleu for j in done if j.val_bleu is not None]),
             "test ppl": (f"{statistics.fmean(ppl):.2f}" + ("†" if any(j.joint_vocab for j in done) else "")) if ppl else "–",
             "epochs trained/given": ", ".join(epochs) or "–",
             "training min": f"{statistics.fmean(minutes):.0f}" if minutes else "–"})
@@ -300,7 +301,9 @@ def main(argv: list[str] | None = None) -> str:
             + "\n".join(verdict_lines(bleu) or ["- No verdict: fewer than two families with a test BLEU."]) + "\n\n"
             "Test BLEU: sacreBLEU on detokenised output, beam 5, the best checkpoint by validation loss; mean ± sd "
             "over seeds, and the 95 % t-interval of the mean (two seeds give a wide one: t = 12.7). A family wins "
-            "only where its interval lies above every other's, the frontier's rule (seqbench.verdict). Test ppl: per English BPE token of the run's vocabulary, the plain NLL; † a joint "
+            "only where its interval lies above every other ranked family's, the frontier's rule (seqbench.verdict); "
+            "a family ranks with two seeds or more that differ. Best val BLEU: each seed's best greedy validation "
+            "BLEU, what the findings choose a kind's family on (the test BLEU is the score). Test ppl: per English BPE token of the run's vocabulary, the plain NLL; † a joint "
             "vocabulary (T5's), not comparable with the others. Training minutes: the training steps' wall clock.\n\n"
             "## Label smoothing both ways\n\n" + markdown(smoothing_rows(jobs)) + "\n\n"
             "Paired by seed: the same seed gives both runs the same initialisation and data order.")

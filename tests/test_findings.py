@@ -530,3 +530,28 @@ def test_translation_reads_only_ranked_families_and_one_rule(frontier_ledger):
         "33.0,10,10,below", "33.0,20,20,below"))
     with pytest.raises(ValueError, match="different epochs"):
         headline.claim(Ledger(frontier_ledger))
+
+
+def test_the_headline_reads_the_record_translation_table_writes(frontier_ledger):
+    # the two ends of bleu.csv, joined: a column renamed or a number written in a form the reader does not parse
+    # (a verdict word, a blank sd) would pass each side's own tests and break here
+    from seqbench.analysis import translation_table as tt
+    from seqbench.report import Run
+
+    def job(family, model, layer, seed, bleu):
+        metrics = {"status": "completed", "test/bleu": bleu}
+        return tt.Job(family, 0.1, seed, Run(f"{family}-{seed}", family, metrics), False, 10, 10, model, layer, bleu - 1)
+
+    jobs = [job("transformer", "transformer", None, s, b) for s, b in ((1, 36.0), (2, 36.1))]
+    jobs += [job("t5", "t5", None, 1, 40.0)]  # one seed: not ranked, though its BLEU is the highest
+    jobs += [job("bahdanau", "gru", "bahdanau", s, b) for s, b in ((1, 33.0), (2, 33.1))]
+    _frontier(frontier_ledger, attention_wins_at_1e13=False)
+    path = frontier_ledger / translation.RECORD
+    path.parent.mkdir(parents=True)
+    tt.write_csv(path, tt.bleu_rows(jobs), tt.BLEU_FIELDS)
+    (path.parent / RECORD).write_text(json.dumps({"records": [{"files": ["bleu.csv"], "command": "made by a test",
+                                                               "git_commit": "x", "hardware": "h", "date": "d", "wall_time": "1 s"}]}))
+    c = headline.claim(Ledger(frontier_ledger))
+    assert c.verdict == f"{headline.HOLDS_ONLY} in Multi30k translation; not in language modelling", c.verdict
+    assert "transformer lies above that of bahdanau (gru + bahdanau attention)" in c.detail
+    assert "Not ranked: t5 (one seed)." in c.detail and c.number.text == "+3.00"

@@ -284,6 +284,14 @@ def markdown(rows: list[dict]) -> str:
                      + ["| " + " | ".join(str(r[k]) for k in head) + " |" for r in rows])
 
 
+def write_csv(path: Path, rows: list[dict], fields: tuple[str, ...]) -> None:
+    """`rows` under a fixed header: a table with no row yet is a header, never an error."""
+    with open(path, "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=fields)
+        writer.writeheader()
+        writer.writerows(rows)
+
+
 def main(argv: list[str] | None = None) -> str:
     from seqbench.ledger import write_record
     from seqbench.provenance import command_line
@@ -312,11 +320,8 @@ def main(argv: list[str] | None = None) -> str:
         args.report.mkdir(parents=True, exist_ok=True)
         (args.report / "translation.md").write_text(f"# Translation under one label-smoothing rule\n\n{text}\n",
                                                     encoding="utf-8")
-        for name, rows, fields in (("translation.csv", families, FAMILY_FIELDS), ("bleu.csv", bleu, BLEU_FIELDS)):
-            with open(args.report / name, "w", newline="") as f:
-                writer = csv.DictWriter(f, fieldnames=fields)
-                writer.writeheader()
-                writer.writerows(rows)
+        write_csv(args.report / "translation.csv", families, FAMILY_FIELDS)
+        write_csv(args.report / "bleu.csv", bleu, BLEU_FIELDS)
         write_record(args.report, ["translation.md", "translation.csv", "bleu.csv"],
                      command_line("seqbench.analysis.translation_table", argv or sys.argv[1:]), started)
     return text

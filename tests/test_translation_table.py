@@ -192,3 +192,28 @@ def test_the_markdown_table_has_the_columns_the_csv_is_written_with():
     # bug caught: a column added to the rows but not to FAMILY_FIELDS makes csv.DictWriter raise at --report
     (row,) = tt.family_rows([_job("transformer", 0.1, 1, 35.0), _job("transformer", 0.1, 2, 36.0)])
     assert tuple(row) == tt.FAMILY_FIELDS and row["best val BLEU"] == "34.50 ± 0.71"
+
+
+def test_each_attention_family_is_bootstrapped_against_each_recurrent_one_from_the_runs_translations(tmp_path):
+    # bugs caught: a pair of one kind compared, a family's seeds not averaged, a pair with a seed's translations
+    # missing (a job restored from the archive) bootstrapped on fewer seeds than its BLEU is over
+    import sacrebleu
+
+    refs = [f"a dog runs across the {w} field number {i}" for i, w in enumerate(["green", "wide", "open", "wet"] * 5)]
+    outputs = {"transformer": [refs, refs], "t5": [refs, None],
+               "bahdanau": [[r.replace("runs", "walks") for r in refs], [r.replace("dog", "cat") for r in refs]]}
+    jobs = []
+    for family, per_seed in outputs.items():
+        for seed, hyps in enumerate(per_seed, 1):
+            job = _job(family, 0.1, seed, 30.0)
+            job.run.path = tmp_path / f"{family}{seed}"
+            job.run.path.mkdir()
+            if hyps is not None:
+                (job.run.path / "translations_test.txt").write_text("\n".join(hyps) + "\n")
+                (job.run.path / "references_test.txt").write_text("\n".join(refs) + "\n")
+            jobs.append(job)
+    (row,) = tt.gap_rows(jobs, tt.bleu_rows(jobs))
+    bleu = lambda hyps: sacrebleu.corpus_bleu(hyps, [refs]).score  # noqa: E731
+    assert (row["attention"], row["recurrent"], row["seeds"]) == ("transformer", "bahdanau", "2, 2")
+    assert row["gap"] == pytest.approx(100.0 - (bleu(outputs["bahdanau"][0]) + bleu(outputs["bahdanau"][1])) / 2)
+    assert 0 < row["low"] <= row["gap"] <= row["high"]

@@ -21,6 +21,9 @@ perplexity counts other tokens and is not comparable, marked †). Writes:
   and identical scores an interval of width 0 that would let any gap "win" (a seed that never took effect);
 - `bleu.csv`, the same numbers unformatted (each family's place in its verdict, its model, attention layer,
   kind, epochs and mean best validation BLEU), which the findings' headline reads;
+- `gaps.csv`, per label smoothing every attention family against every recurrent one: the gap of their mean
+  test BLEU and its 95 % interval over paired draws of the test sentences (`seqbench.analysis.bleu_bootstrap`),
+  the test set's share of the uncertainty, which the seeds' interval leaves out;
 - one row per family run both ways: BLEU with smoothing minus without, paired by seed (one seed gives both
   runs the same initialisation and data order), as the mean difference, its sd and the seeds it won.
 
@@ -251,6 +254,29 @@ def family_rows(jobs: list[Job]) -> list[dict]:
     return rows
 
 
+GAP_FIELDS = ("label_smoothing", "attention", "recurrent", "seeds", "gap", "low", "high", "resamples")
+
+
+def gap_rows(jobs: list[Job], bleu: list[dict]) -> list[dict]:
+    """Per label smoothing, every attention family against every recurrent one: the gap of their mean test BLEU
+    and its 95 % interval over paired draws of the test sentences (`bleu_bootstrap`), what the seeds' interval
+    does not cover. A pair where a seed left no translations (a job restored from the archive) is left out."""
+    from seqbench.analysis.bleu_bootstrap import RESAMPLES, gap_interval, run_stats
+
+    kinds = {(r["label_smoothing"], r["family"]): r["kind"] for r in bleu}
+    rows = []
+    for smoothing, families in _completed(jobs).items():
+        stats = {f: [run_stats(j.run.path) if j.run.path else None for j in js] for f, js in families.items()}
+        side = lambda kind: [f for f in families if kinds[smoothing, f] == kind and all(s is not None for s in stats[f])]  # noqa: E731
+        for a in side("attention"):
+            for r in side("recurrent"):
+                gap, low, high = gap_interval(stats[a], stats[r])
+                rows.append({"label_smoothing": smoothing, "attention": a, "recurrent": r,
+                             "seeds": f"{len(stats[a])}, {len(stats[r])}", "gap": gap, "low": low, "high": high,
+                             "resamples": RESAMPLES})
+    return rows
+
+
 def smoothing_rows(jobs: list[Job]) -> list[dict]:
     """Per family run with and without smoothing: BLEU with minus without, paired by seed."""
     from seqbench.families import order
@@ -293,18 +319,20 @@ def write_csv(path: Path, rows: list[dict], fields: tuple[str, ...]) -> None:
 
 
 def main(argv: list[str] | None = None) -> str:
+    from seqbench.analysis.bleu_bootstrap import RESAMPLES
     from seqbench.ledger import write_record
     from seqbench.provenance import command_line
 
     parser = argparse.ArgumentParser(prog="python -m seqbench.analysis.translation_table",
                                      description=__doc__.split("\n\n")[0])
     parser.add_argument("dirs", nargs="+", type=Path, help="the translation sweeps' directories")
-    parser.add_argument("--report", type=Path, help="write translation.md, translation.csv and bleu.csv here")
+    parser.add_argument("--report", type=Path, help="write translation.md, translation.csv, bleu.csv and gaps.csv here")
     args = parser.parse_args(argv)
     started = time.time()
     jobs = [job_of(r) for r in read_local(args.dirs)]
     check_unique(jobs)
     families, bleu = family_rows(jobs), bleu_rows(jobs)
+    gaps = gap_rows(jobs, bleu)
     text = ("## Every family, one label-smoothing rule\n\n" + markdown(families) + "\n\n"
             + "\n".join(verdict_lines(bleu) or ["- No verdict: fewer than two families with a test BLEU."]) + "\n\n"
             "Test BLEU: sacreBLEU on detokenised output, beam 5, the best checkpoint by validation loss; mean ± sd "
@@ -313,6 +341,13 @@ def main(argv: list[str] | None = None) -> str:
             "a family ranks with two seeds or more that differ. Best val BLEU: each seed's best greedy validation "
             "BLEU, what the findings choose a kind's family on (the test BLEU is the score). Test ppl: per English BPE token of the run's vocabulary, the plain NLL; † a joint "
             "vocabulary (T5's), not comparable with the others. Training minutes: the training steps' wall clock.\n\n"
+            "## The test sentences' share: a paired bootstrap of each attention-recurrent gap\n\n"
+            + markdown([{"label smoothing": f"{g['label_smoothing']:g}", "attention": g["attention"],
+                         "recurrent": g["recurrent"], "seeds": g["seeds"], "BLEU gap": f"{g['gap']:+.2f}",
+                         "95 % over test-sentence draws": f"[{g['low']:+.2f}, {g['high']:+.2f}]"} for g in gaps]) + "\n\n"
+            "Attention's mean test BLEU over its seeds minus recurrence's, and the 2.5 and 97.5 percentiles of that gap "
+            f"over {RESAMPLES} draws of the test sentences with replacement, the same draw for both (Koehn 2004): how "
+            "much another test set of this kind could move the gap, which the seeds' interval above does not say.\n\n"
             "## Label smoothing both ways\n\n" + markdown(smoothing_rows(jobs)) + "\n\n"
             "Paired by seed: the same seed gives both runs the same initialisation and data order.")
     print(text)
@@ -322,7 +357,8 @@ def main(argv: list[str] | None = None) -> str:
                                                     encoding="utf-8")
         write_csv(args.report / "translation.csv", families, FAMILY_FIELDS)
         write_csv(args.report / "bleu.csv", bleu, BLEU_FIELDS)
-        write_record(args.report, ["translation.md", "translation.csv", "bleu.csv"],
+        write_csv(args.report / "gaps.csv", gaps, GAP_FIELDS)
+        write_record(args.report, ["translation.md", "translation.csv", "bleu.csv", "gaps.csv"],
                      command_line("seqbench.analysis.translation_table", argv or sys.argv[1:]), started)
     return text
 

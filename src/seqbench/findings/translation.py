@@ -14,7 +14,8 @@ read:
   recurrent side (the registry's kind of their GRU), and their cell names the layer;
 - a kind wins only where its test-BLEU interval lies above the other's (`seqbench.verdict.winner_or_tie`),
   else a tie. The interval is over training seeds on one test set (test2016, 1,000 sentences): it does not
-  cover the sampling of the sentences.
+  cover the sampling of the sentences, so the table's paired bootstrap over the sentences (`gaps.csv`) is
+  shown beside it, and a win whose gap the sentence draws take to 0 says so.
 
 Runs with smoothing 0.0 (the pair shown both ways) are not read: they are the rule's control, not the rule.
 A record whose rule rows mix the epochs given is not one rule and stops the generator.
@@ -27,6 +28,7 @@ from dataclasses import dataclass
 from seqbench.verdict import Interval, winner_or_tie
 
 RECORD = "experiments/figures/multi30k-label-smoothing/bleu.csv"
+GAPS = "experiments/figures/multi30k-label-smoothing/gaps.csv"  # the test sentences' bootstrap of each gap
 RULE = 0.1  # the label smoothing every family trained with in the table's rule
 WHERE = "Multi30k translation"
 COMMAND = ("`bash scripts/sweep_background.sh mt_ls experiment=multi30k_label_smoothing` (then `mt_ls_pair`, the pair "
@@ -41,6 +43,7 @@ class Reading:
     winner: str | None   # "attention", "recurrent", or None: a tie
     epochs: str          # the epochs every family was given
     unranked: list[str]  # families of the rule without an interval ("t5 (one seed)")
+    bootstrap: dict | None = None  # the two entries' row of gaps.csv, where the table could draw it
 
 
 def interval(row: dict) -> Interval:
@@ -74,7 +77,9 @@ def reading(ledger) -> Reading | None:
         return None
     winner, _ = winner_or_tie({"attention": interval(a), "recurrent": interval(r)}, higher_is_better=True)
     unranked = [f"{x['family']} ({x['verdict'].split(': ', 1)[1]})" for x in rows if x["verdict"].startswith("unranked")]
-    return Reading(a, r, winner, epochs.pop(), unranked)
+    pair = [g for g in (ledger.rows(GAPS) if ledger.has(GAPS) else [])
+            if float(g["label_smoothing"]) == RULE and (g["attention"], g["recurrent"]) == (a["family"], r["family"])]
+    return Reading(a, r, winner, epochs.pop(), unranked, pair[0] if pair else None)
 
 
 def label(row: dict) -> str:
@@ -98,19 +103,27 @@ def gap(rd: Reading) -> float:
 def answer(ledger, rd: Reading) -> list[str]:
     """The answer's lines for translation: one row, BLEU (higher is better)."""
     check = "intervals overlap" if rd.winner is None else "intervals apart"
+    g = rd.bootstrap
+    drawn = (f"[{ledger.number(float(g['low']), GAPS, '{:+.2f}').md()}, {ledger.number(float(g['high']), GAPS, '{:+.2f}').md()}]"
+             if g else "– (no translations to draw from)")
     return ["", f"{WHERE} (de→en, test2016): test BLEU of each kind's family with the best validation BLEU, every "
                 f"family {rd.epochs} epochs with label smoothing {RULE:g}, mean ± sd [95 % interval] over seeds; "
-                "higher is better.", "",
-            "| task | attention | recurrent | attention − recurrent (BLEU) | interval check |",
-            "|---|---|---|---:|---|",
+                "higher is better. The last column draws the test sentences instead of the seeds: the gap's 95 % "
+                "interval over paired resamples of the 1,000 sentences (`seqbench.analysis.bleu_bootstrap`).", "",
+            "| task | attention | recurrent | attention − recurrent (BLEU) | interval check | the gap over test-sentence draws |",
+            "|---|---|---|---:|---|---|",
             f"| {WHERE} | {_cell(ledger, rd.attention)} | {_cell(ledger, rd.recurrent)} | "
-            f"{ledger.number(gap(rd), RECORD, '{:+.2f}').md()} | {check} |"]
+            f"{ledger.number(gap(rd), RECORD, '{:+.2f}').md()} | {check} | {drawn} |"]
 
 
 def sentence(rd: Reading) -> str:
     a, r = label(rd.attention), label(rd.recurrent)
     where = f"In {WHERE}, every family {rd.epochs} epochs under one label-smoothing rule"
     tail = f" Not ranked: {', '.join(rd.unranked)}." if rd.unranked else ""
+    g = rd.bootstrap
+    if rd.winner and g and float(g["low"]) <= 0 <= float(g["high"]):
+        tail = (f" Over draws of the test sentences the gap's interval, [{float(g['low']):+.2f}, {float(g['high']):+.2f}], "
+                "takes in 0: another test set of this kind could reverse it." + tail)
     if rd.winner == "attention":
         return f"{where}, the test-BLEU interval of {a} lies above that of {r}: attention wins.{tail}"
     if rd.winner == "recurrent":
@@ -121,4 +134,5 @@ def sentence(rd: Reading) -> str:
 def confidence(rd: Reading) -> str:
     n = min(int(rd.attention["seeds"]), int(rd.recurrent["seeds"]))
     return (f"In translation each entry has {n} seeds or more (at two, the interval is ± 12.7 sd/√2); it covers the "
-            "training seeds on one test set, not the sampling of its sentences.")
+            "training seeds on one test set, not the sampling of its sentences, which the paired bootstrap of the "
+            "gap over test-sentence draws shows beside it.")

@@ -1,0 +1,57 @@
+"""The paired sentence bootstrap of a BLEU gap (seqbench.analysis.bleu_bootstrap) against sacreBLEU computed by
+brute force on the resampled sentences."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import sacrebleu
+
+from seqbench.analysis import bleu_bootstrap as bb
+
+REFS = [f"a man in a {c} shirt is riding a {v} down the street number {i}"
+        for i, (c, v) in enumerate(zip(["red", "blue", "green", "white"] * 10, ["bike", "horse", "car", "bus"] * 10))]
+GOOD = list(REFS)
+WORSE = [r.replace("riding", "driving") if i % 3 == 0 else r for i, r in enumerate(REFS)]
+BAD = [" ".join(r.split()[::-1]) if i % 2 == 0 else r for i, r in enumerate(REFS)]
+
+
+def test_a_draw_scores_what_sacrebleu_gives_the_resampled_sentences():
+    # bug caught: the draw's multiplicities applied to the wrong axis, or counts summed once per distinct sentence
+    stats = bb.sentence_stats(WORSE, REFS)
+    idx = [0, 0, 3, 5, 5, 5, 17, 39, 22, 22]
+    counts = np.bincount(idx, minlength=len(REFS))[None, :]
+    expected = sacrebleu.corpus_bleu([WORSE[i] for i in idx], [[REFS[i] for i in idx]]).score
+    assert bb.scores(stats, counts)[0] == pytest.approx(expected, abs=1e-9)
+
+
+def test_the_gap_is_the_difference_of_seed_means_on_the_whole_test_set():
+    a = [bb.sentence_stats(GOOD, REFS), bb.sentence_stats(WORSE, REFS)]
+    b = [bb.sentence_stats(BAD, REFS)]
+    gap, low, high = bb.gap_interval(a, b, resamples=200)
+    whole = lambda hyps: sacrebleu.corpus_bleu(hyps, [REFS]).score  # noqa: E731
+    assert gap == pytest.approx((whole(GOOD) + whole(WORSE)) / 2 - whole(BAD), abs=1e-9)
+    assert low < gap < high
+
+
+def test_the_draws_are_paired_so_a_small_change_is_told_apart():
+    # two systems that differ on every third sentence only: paired draws see the difference on every draw
+    # (the interval lies above 0); a bootstrap drawing each system's sentences apart would put 0 inside it
+    gap, low, high = bb.gap_interval([bb.sentence_stats(GOOD, REFS)], [bb.sentence_stats(WORSE, REFS)])
+    assert 0 < low < gap < high
+    same = bb.gap_interval([bb.sentence_stats(WORSE, REFS)], [bb.sentence_stats(WORSE, REFS)], resamples=50)
+    assert same == (0.0, 0.0, 0.0)
+
+
+def test_systems_scored_on_different_sentences_are_refused():
+    with pytest.raises(ValueError, match="different numbers of sentences"):
+        bb.gap_interval([bb.sentence_stats(GOOD, REFS)], [bb.sentence_stats(GOOD[:-1], REFS[:-1])])
+
+
+def test_a_run_s_files_are_read_line_by_line_empty_translations_included(tmp_path):
+    # an empty hypothesis is a line of its own: dropping it would shift every later sentence onto another reference
+    hyps = ["", *WORSE[1:]]
+    (tmp_path / "translations_test.txt").write_text("\n".join(hyps) + "\n", encoding="utf-8")
+    (tmp_path / "references_test.txt").write_text("\n".join(REFS) + "\n", encoding="utf-8")
+    assert (bb.run_stats(tmp_path) == bb.sentence_stats(hyps, REFS)).all()
+    assert bb.run_stats(tmp_path / "none") is None

@@ -5,14 +5,16 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-import sacrebleu
 
 from seqbench.analysis import bleu_bootstrap as bb
+from seqbench.tasks.translation import corpus_bleu
 
-REFS = [f"a man in a {c} shirt is riding a {v} down the street number {i}"
+# mixed case and punctuation: a bootstrap that lowercased or tokenised otherwise than the table's BLEU
+# (tasks/translation.corpus_bleu) would score these differently
+REFS = [f"A man in a {c} shirt is riding a {v}, down Main Street (number {i})."
         for i, (c, v) in enumerate(zip(["red", "blue", "green", "white"] * 10, ["bike", "horse", "car", "bus"] * 10))]
 GOOD = list(REFS)
-WORSE = [r.replace("riding", "driving") if i % 3 == 0 else r for i, r in enumerate(REFS)]
+WORSE = [r.replace("riding", "driving").replace("Main", "main") if i % 3 == 0 else r for i, r in enumerate(REFS)]
 BAD = [" ".join(r.split()[::-1]) if i % 2 == 0 else r for i, r in enumerate(REFS)]
 
 
@@ -21,15 +23,32 @@ def test_a_draw_scores_what_sacrebleu_gives_the_resampled_sentences():
     stats = bb.sentence_stats(WORSE, REFS)
     idx = [0, 0, 3, 5, 5, 5, 17, 39, 22, 22]
     counts = np.bincount(idx, minlength=len(REFS))[None, :]
-    expected = sacrebleu.corpus_bleu([WORSE[i] for i in idx], [[REFS[i] for i in idx]]).score
+    expected = corpus_bleu([WORSE[i] for i in idx], [REFS[i] for i in idx]).last_score.score
     assert bb.scores(stats, counts)[0] == pytest.approx(expected, abs=1e-9)
+
+
+def test_the_interval_is_the_percentiles_of_the_gaps_sacrebleu_gives_each_draw():
+    # bug caught: the percentiles taken as fractions (np.percentile(gaps, 0.025): nearly the minimum), or the
+    # draws scored with other BLEU settings than the table's
+    n = 200
+    counts = bb.draws(len(REFS), n)
+    gap_of = lambda row: (corpus_bleu(*_drawn(GOOD, row)).last_score.score  # noqa: E731
+                          - corpus_bleu(*_drawn(WORSE, row)).last_score.score)
+    brute = [gap_of(row) for row in counts]
+    _, low, high = bb.gap_interval([bb.sentence_stats(GOOD, REFS)], [bb.sentence_stats(WORSE, REFS)], resamples=n)
+    assert (low, high) == (pytest.approx(np.percentile(brute, 2.5)), pytest.approx(np.percentile(brute, 97.5)))
+
+
+def _drawn(hyps, row):
+    idx = [i for i, k in enumerate(row) for _ in range(k)]
+    return [hyps[i] for i in idx], [REFS[i] for i in idx]
 
 
 def test_the_gap_is_the_difference_of_seed_means_on_the_whole_test_set():
     a = [bb.sentence_stats(GOOD, REFS), bb.sentence_stats(WORSE, REFS)]
     b = [bb.sentence_stats(BAD, REFS)]
     gap, low, high = bb.gap_interval(a, b, resamples=200)
-    whole = lambda hyps: sacrebleu.corpus_bleu(hyps, [REFS]).score  # noqa: E731
+    whole = lambda hyps: corpus_bleu(hyps, REFS).last_score.score  # noqa: E731
     assert gap == pytest.approx((whole(GOOD) + whole(WORSE)) / 2 - whole(BAD), abs=1e-9)
     assert low < gap < high
 
@@ -53,5 +72,6 @@ def test_a_run_s_files_are_read_line_by_line_empty_translations_included(tmp_pat
     hyps = ["", *WORSE[1:]]
     (tmp_path / "translations_test.txt").write_text("\n".join(hyps) + "\n", encoding="utf-8")
     (tmp_path / "references_test.txt").write_text("\n".join(REFS) + "\n", encoding="utf-8")
-    assert (bb.run_stats(tmp_path) == bb.sentence_stats(hyps, REFS)).all()
+    stats, digest = bb.run_stats(tmp_path)
+    assert (stats == bb.sentence_stats(hyps, REFS)).all() and len(digest) == 64
     assert bb.run_stats(tmp_path / "none") is None

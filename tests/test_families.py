@@ -159,3 +159,5 @@ def test_a_language_model_family_without_a_kind_is_refused_at_declaration():
 
     with pytest.raises(ValueError, match="has a FLOPs formula but no kind"):
         Family("newnet", "pkg.NewNet", "black", flops=recurrent_forward_flops)
+    with pytest.raises(ValueError, match="kind 'attn' is neither"):
+        Family("newnet", "pkg.NewNet", "black", kind="attn")

@@ -202,18 +202,49 @@ def test_each_attention_family_is_bootstrapped_against_each_recurrent_one_from_t
     refs = [f"a dog runs across the {w} field number {i}" for i, w in enumerate(["green", "wide", "open", "wet"] * 5)]
     outputs = {"transformer": [refs, refs], "t5": [refs, None],
                "bahdanau": [[r.replace("runs", "walks") for r in refs], [r.replace("dog", "cat") for r in refs]]}
+    jobs = _runs_on_disk(tmp_path, refs, outputs)
+    (row,) = tt.gap_rows(jobs, tt.bleu_rows(jobs))
+    bleu = lambda hyps: sacrebleu.corpus_bleu(hyps, [refs]).score  # noqa: E731
+    assert (row["attention"], row["recurrent"], row["seeds"], row["sentences"]) == ("transformer", "bahdanau", "2, 2", 20)
+    assert row["gap"] == pytest.approx(100.0 - (bleu(outputs["bahdanau"][0]) + bleu(outputs["bahdanau"][1])) / 2)
+    assert 0 < row["low"] <= row["gap"] <= row["high"]
+
+
+def _runs_on_disk(root, refs, outputs, logged=None, references=None):
+    """Jobs whose folders hold their test translations (None: none, as a job restored from the archive) and
+    the references they scored, each with its metrics.json BLEU (`logged`, else the files' own)."""
+    import sacrebleu
+
     jobs = []
     for family, per_seed in outputs.items():
         for seed, hyps in enumerate(per_seed, 1):
-            job = _job(family, 0.1, seed, 30.0)
-            job.run.path = tmp_path / f"{family}{seed}"
-            job.run.path.mkdir()
+            scored = (references or {}).get((family, seed), refs)
+            score = sacrebleu.corpus_bleu(hyps, [scored]).score if hyps is not None else 30.0
+            job = _job(family, 0.1, seed, (logged or {}).get((family, seed), score))
+            job.run.path = root / f"{family}{seed}"
+            job.run.path.mkdir(parents=True)
             if hyps is not None:
                 (job.run.path / "translations_test.txt").write_text("\n".join(hyps) + "\n")
-                (job.run.path / "references_test.txt").write_text("\n".join(refs) + "\n")
+                (job.run.path / "references_test.txt").write_text("\n".join(scored) + "\n")
             jobs.append(job)
-    (row,) = tt.gap_rows(jobs, tt.bleu_rows(jobs))
-    bleu = lambda hyps: sacrebleu.corpus_bleu(hyps, [refs]).score  # noqa: E731
-    assert (row["attention"], row["recurrent"], row["seeds"]) == ("transformer", "bahdanau", "2, 2")
-    assert row["gap"] == pytest.approx(100.0 - (bleu(outputs["bahdanau"][0]) + bleu(outputs["bahdanau"][1])) / 2)
-    assert 0 < row["low"] <= row["gap"] <= row["high"]
+    return jobs
+
+
+def test_translations_that_are_not_the_runs_own_or_score_other_references_stop_the_bootstrap(tmp_path):
+    # bugs caught: gaps.csv's gap silently apart from bleu.csv's (files left from another checkpoint's test);
+    # runs that scored other sentences, or the same in another order, paired sentence by sentence
+    refs = [f"A dog runs across the {w} field, number {i}." for i, w in enumerate(["green", "wide", "open", "wet"] * 5)]
+    outputs = {"transformer": [refs, refs], "bahdanau": [[r.replace("runs", "walks") for r in refs]] * 2}
+    jobs = _runs_on_disk(tmp_path / "a", refs, outputs, logged={("bahdanau", 2): 99.0})
+    with pytest.raises(ValueError, match="bahdanau2: its translations score BLEU .*, its metrics.json 99.000"):
+        tt.gap_rows(jobs, tt.bleu_rows(jobs))
+    jobs = _runs_on_disk(tmp_path / "b", refs, {"transformer": [refs[::-1], refs], "bahdanau": outputs["bahdanau"]},
+                         references={("transformer", 1): refs[::-1]})
+    with pytest.raises(SystemExit, match="scored different references"):
+        tt.gap_rows(jobs, tt.bleu_rows(jobs))
+
+
+def test_a_family_ranked_alone_is_named():
+    jobs = [_job("transformer", 0.1, s, b) for s, b in ((1, 36.0), (2, 36.5))] + [_job("bahdanau", 0.1, 1, 30.0)]
+    (line,) = _lines(jobs)
+    assert "**no ranking**" in line and "(ranked alone: transformer)" in line and "not ranked: bahdanau (one seed)" in line

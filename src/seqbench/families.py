@@ -49,8 +49,10 @@ class Family:
 
     def __post_init__(self):
         # a language-model family (it has a FLOPs formula) stands on one side of the comparisons; left without
-        # a kind, the findings would leave it out of "best attention / best recurrent" unseen
-        if self.flops is not None and self.kind not in ("recurrent", "attention"):
+        # a kind, or with a misspelt one, the findings would leave it out of "best attention / best recurrent" unseen
+        if self.kind not in (None, "recurrent", "attention"):
+            raise ValueError(f"family {self.name!r}: kind {self.kind!r} is neither 'recurrent' nor 'attention'")
+        if self.flops is not None and self.kind is None:
             raise ValueError(f"family {self.name!r} has a FLOPs formula but no kind: say kind='recurrent' or 'attention'")
 
     @property

@@ -211,7 +211,8 @@ def verdict_lines(rows: list[dict]) -> list[str]:
             best = max(ranked, key=lambda r: r["bleu_mean"])["family"]
             head = f"**tie ({', '.join(place['tie'])})**: each interval overlaps that of the best mean ({best})"
         else:
-            head = "**no ranking**: fewer than two families have two seeds or more that differ"
+            head = "**no ranking**: fewer than two families have two seeds or more that differ" + (
+                f" (ranked alone: {', '.join(place['alone'])})" if place["alone"] else "")
         notes = ([f"below the best mean's interval: {', '.join(place['below'])}"] if place["below"] else []) + \
                 ([f"not ranked: {', '.join(unranked)}"] if unranked else [])
         lines.append(f"- Label smoothing {smoothing:g}: {head}" + "".join(f"; {n}" for n in notes) + ".")
@@ -254,26 +255,34 @@ def family_rows(jobs: list[Job]) -> list[dict]:
     return rows
 
 
-GAP_FIELDS = ("label_smoothing", "attention", "recurrent", "seeds", "gap", "low", "high", "resamples")
+GAP_FIELDS = ("label_smoothing", "attention", "recurrent", "seeds", "sentences", "gap", "low", "high", "resamples")
 
 
 def gap_rows(jobs: list[Job], bleu: list[dict]) -> list[dict]:
     """Per label smoothing, every attention family against every recurrent one: the gap of their mean test BLEU
     and its 95 % interval over paired draws of the test sentences (`bleu_bootstrap`), what the seeds' interval
-    does not cover. A pair where a seed left no translations (a job restored from the archive) is left out."""
+    does not cover. A pair where a seed left no translations (a job restored from the archive) is left out;
+    runs whose translations do not give their logged BLEU, or that scored other references, stop the command."""
     from seqbench.analysis.bleu_bootstrap import RESAMPLES, gap_interval, run_stats
 
     kinds = {(r["label_smoothing"], r["family"]): r["kind"] for r in bleu}
+    read = {id(j): run_stats(j.run.path, j.run.metrics["test/bleu"]) if j.run.path else None
+            for js in _completed(jobs).values() for fam in js.values() for j in fam}
+    references = {v[1]: j.run.name for js in _completed(jobs).values() for fam in js.values() for j in fam
+                  if (v := read[id(j)]) is not None}
+    if len(references) > 1:
+        raise SystemExit(f"the runs scored different references ({', '.join(sorted(references.values()))} differ): "
+                         "no paired comparison")
     rows = []
     for smoothing, families in _completed(jobs).items():
-        stats = {f: [run_stats(j.run.path) if j.run.path else None for j in js] for f, js in families.items()}
-        side = lambda kind: [f for f in families if kinds[smoothing, f] == kind and all(s is not None for s in stats[f])]  # noqa: E731
+        stats = {f: [read[id(j)] for j in js] for f, js in families.items()}
+        side = lambda kind: [f for f in families if kinds[smoothing, f] == kind and all(v is not None for v in stats[f])]  # noqa: E731
         for a in side("attention"):
             for r in side("recurrent"):
-                gap, low, high = gap_interval(stats[a], stats[r])
+                gap, low, high = gap_interval([v[0] for v in stats[a]], [v[0] for v in stats[r]])
                 rows.append({"label_smoothing": smoothing, "attention": a, "recurrent": r,
-                             "seeds": f"{len(stats[a])}, {len(stats[r])}", "gap": gap, "low": low, "high": high,
-                             "resamples": RESAMPLES})
+                             "seeds": f"{len(stats[a])}, {len(stats[r])}", "sentences": len(stats[a][0][0]),
+                             "gap": gap, "low": low, "high": high, "resamples": RESAMPLES})
     return rows
 
 

@@ -12,10 +12,12 @@ read:
   BLEU: the family is chosen on data apart from the score, and the test BLEU is the score;
 - the Bahdanau and Luong models are recurrent encoder-decoders with an attention layer, so they stand on the
   recurrent side (the registry's kind of their GRU), and their cell names the layer;
-- a kind wins only where its test-BLEU interval lies above the other's (`seqbench.verdict.winner_or_tie`),
-  else a tie. The interval is over training seeds on one test set (test2016, 1,000 sentences): it does not
-  cover the sampling of the sentences, so the table's paired bootstrap over the sentences (`gaps.csv`) is
-  shown beside it, and a win whose gap the sentence draws take to 0 says so.
+- a kind wins only where its test-BLEU interval over seeds lies above the other's
+  (`seqbench.verdict.winner_or_tie`) **and** the gap's 95 % interval over paired draws of the test sentences
+  (the table's `gaps.csv`, `seqbench.analysis.bleu_bootstrap`) excludes 0. The first holds the test set
+  fixed and moves the seed; the second holds the trained models fixed and moves the sentences; neither covers
+  both, and with two seeds nothing can, so a win must pass each. Where the table had no translations to draw
+  from (jobs restored from the sweep archive), the seeds' interval decides alone, and the answer says so.
 
 Runs with smoothing 0.0 (the pair shown both ways) are not read: they are the rule's control, not the rule.
 A record whose rule rows mix the epochs given is not one rule and stops the generator.
@@ -41,6 +43,7 @@ class Reading:
     attention: dict      # the attention side's entry: its row of bleu.csv
     recurrent: dict      # the recurrent side's
     winner: str | None   # "attention", "recurrent", or None: a tie
+    seeds_apart: bool    # the seeds' intervals lie apart (a win unless the sentence draws take the gap to 0)
     epochs: str          # the epochs every family was given
     unranked: list[str]  # families of the rule without an interval ("t5 (one seed)")
     bootstrap: dict | None = None  # the two entries' row of gaps.csv, where the table could draw it
@@ -75,11 +78,13 @@ def reading(ledger) -> Reading | None:
     a, r = _entry(rows, "attention"), _entry(rows, "recurrent")
     if not (a and r):
         return None
-    winner, _ = winner_or_tie({"attention": interval(a), "recurrent": interval(r)}, higher_is_better=True)
+    by_seeds, _ = winner_or_tie({"attention": interval(a), "recurrent": interval(r)}, higher_is_better=True)
     unranked = [f"{x['family']} ({x['verdict'].split(': ', 1)[1]})" for x in rows if x["verdict"].startswith("unranked")]
     pair = [g for g in (ledger.rows(GAPS) if ledger.has(GAPS) else [])
             if float(g["label_smoothing"]) == RULE and (g["attention"], g["recurrent"]) == (a["family"], r["family"])]
-    return Reading(a, r, winner, epochs.pop(), unranked, pair[0] if pair else None)
+    g = pair[0] if pair else None
+    sentences_agree = g is None or not float(g["low"]) <= 0 <= float(g["high"])
+    return Reading(a, r, by_seeds if sentences_agree else None, by_seeds is not None, epochs.pop(), unranked, g)
 
 
 def label(row: dict) -> str:
@@ -102,14 +107,17 @@ def gap(rd: Reading) -> float:
 
 def answer(ledger, rd: Reading) -> list[str]:
     """The answer's lines for translation: one row, BLEU (higher is better)."""
-    check = "intervals overlap" if rd.winner is None else "intervals apart"
     g = rd.bootstrap
+    check = ("intervals overlap" if not rd.seeds_apart else "intervals apart" if rd.winner else
+             "intervals apart; the sentence draws take the gap to 0")
     drawn = (f"[{ledger.number(float(g['low']), GAPS, '{:+.2f}').md()}, {ledger.number(float(g['high']), GAPS, '{:+.2f}').md()}]"
-             if g else "– (no translations to draw from)")
+             if g else "– (no translations to draw from: the seeds decide alone)")
+    sentences = f"{int(g['sentences']):,}" if g and g.get("sentences") else "test"
     return ["", f"{WHERE} (de→en, test2016): test BLEU of each kind's family with the best validation BLEU, every "
                 f"family {rd.epochs} epochs with label smoothing {RULE:g}, mean ± sd [95 % interval] over seeds; "
                 "higher is better. The last column draws the test sentences instead of the seeds: the gap's 95 % "
-                "interval over paired resamples of the 1,000 sentences (`seqbench.analysis.bleu_bootstrap`).", "",
+                f"interval over paired resamples of the {sentences} sentences (`seqbench.analysis.bleu_bootstrap`); a "
+                "kind wins only where both intervals say so.", "",
             "| task | attention | recurrent | attention − recurrent (BLEU) | interval check | the gap over test-sentence draws |",
             "|---|---|---|---:|---|---|",
             f"| {WHERE} | {_cell(ledger, rd.attention)} | {_cell(ledger, rd.recurrent)} | "
@@ -121,9 +129,12 @@ def sentence(rd: Reading) -> str:
     where = f"In {WHERE}, every family {rd.epochs} epochs under one label-smoothing rule"
     tail = f" Not ranked: {', '.join(rd.unranked)}." if rd.unranked else ""
     g = rd.bootstrap
-    if rd.winner and g and float(g["low"]) <= 0 <= float(g["high"]):
-        tail = (f" Over draws of the test sentences the gap's interval, [{float(g['low']):+.2f}, {float(g['high']):+.2f}], "
-                "takes in 0: another test set of this kind could reverse it." + tail)
+    if rd.seeds_apart and not rd.winner:
+        lead = a if float(rd.attention["bleu_mean"]) > float(rd.recurrent["bleu_mean"]) else r
+        return (f"{where}, the test-BLEU intervals over seeds of {a} and {r} lie apart, {lead} above; but resampling "
+                f"the test sentences, with these trained models fixed, gives the gap a 95 % interval "
+                f"[{float(g['low']):+.2f}, {float(g['high']):+.2f}] that includes 0: the test set does not establish its "
+                f"sign, so no win.{tail}")
     if rd.winner == "attention":
         return f"{where}, the test-BLEU interval of {a} lies above that of {r}: attention wins.{tail}"
     if rd.winner == "recurrent":

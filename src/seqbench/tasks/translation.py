@@ -37,9 +37,15 @@ from seqbench.tasks.samples import first_rows
 log = logging.getLogger(__name__)
 
 
+def bleu_metric(tokenised: bool = False) -> sacrebleu.metrics.BLEU:
+    """The BLEU every translation score here is: 13a tokens of detokenised text, case kept, or lowercased
+    (`tokenised`); one place, so the test BLEU and its bootstrap (`analysis.bleu_bootstrap`) agree."""
+    return sacrebleu.metrics.BLEU(lowercase=tokenised, tokenize="13a")
+
+
 def corpus_bleu(hypotheses: list[str], references: list[str], tokenised: bool = False) -> sacrebleu.metrics.BLEU:
     """The BLEU object (score + signature) of detokenised text, or of lowercased 13a tokens."""
-    bleu = sacrebleu.metrics.BLEU(lowercase=tokenised, tokenize="13a")
+    bleu = bleu_metric(tokenised)
     bleu.last_score = bleu.corpus_score(hypotheses, [references])
     return bleu
 

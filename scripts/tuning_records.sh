@@ -27,6 +27,10 @@ for corpus in shakespeare ptb; do
     --before "$figures/$untuned/runs.csv" "$figures/$untuned-parallel/runs.csv" \
     --report "$figures/frontier-after-tuning-$corpus"
 done
+# translation under one label-smoothing rule (issue 36, item 5): its sweeps, as far as they have run
+translation=(); for sweep in mt_ls mt_ls_pair; do [ -d "$root/$sweep" ] && translation+=("$root/$sweep"); done
+[ ${#translation[@]} -eq 0 ] || run seqbench.analysis.translation_table "${translation[@]}" \
+  --report "$figures/multi30k-label-smoothing"
 run seqbench.pages experiments/*.md
 run seqbench.findings
 echo "records, pages and findings regenerated from $root" >&2

@@ -113,7 +113,7 @@ def test_the_higher_bleu_wins_only_outside_the_intervals():
     apart = [_job("transformer", 0.1, s, b) for s, b in ((1, 36.0), (2, 36.05))]
     apart += [_job("bahdanau", 0.1, s, b) for s, b in ((1, 30.0), (2, 30.05))]
     (line,) = _lines(apart)
-    assert line.startswith("- Label smoothing 0.1: **transformer wins**")
+    assert line.startswith("Verdict at label smoothing 0.1: **transformer wins**")
     # the same means with a wide spread: the intervals overlap, a tie
     wide = [_job("transformer", 0.1, s, b) for s, b in ((1, 33.0), (2, 39.0))]
     wide += [_job("bahdanau", 0.1, s, b) for s, b in ((1, 30.0), (2, 30.1))]

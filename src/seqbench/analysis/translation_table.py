@@ -194,7 +194,8 @@ def bleu_rows(jobs: list[Job]) -> list[dict]:
 
 
 def verdict_lines(rows: list[dict]) -> list[str]:
-    """Per label-smoothing value run by two families or more, `bleu_rows`'s verdict in words."""
+    """Per label-smoothing value run by two families or more, `bleu_rows`'s verdict in words: a paragraph each,
+    starting "Verdict", which a page's table marker takes with `notes=Verdict` (`seqbench.pages`)."""
     by: dict[float, list[dict]] = {}
     for r in rows:
         by.setdefault(r["label_smoothing"], []).append(r)
@@ -215,7 +216,7 @@ def verdict_lines(rows: list[dict]) -> list[str]:
                 f" (ranked alone: {', '.join(place['alone'])})" if place["alone"] else "")
         notes = ([f"below the best mean's interval: {', '.join(place['below'])}"] if place["below"] else []) + \
                 ([f"not ranked: {', '.join(unranked)}"] if unranked else [])
-        lines.append(f"- Label smoothing {smoothing:g}: {head}" + "".join(f"; {n}" for n in notes) + ".")
+        lines.append(f"Verdict at label smoothing {smoothing:g}: {head}" + "".join(f"; {n}" for n in notes) + ".")
     return lines
 
 
@@ -343,7 +344,7 @@ def main(argv: list[str] | None = None) -> str:
     families, bleu = family_rows(jobs), bleu_rows(jobs)
     gaps = gap_rows(jobs, bleu)
     text = ("## Every family, one label-smoothing rule\n\n" + markdown(families) + "\n\n"
-            + "\n".join(verdict_lines(bleu) or ["- No verdict: fewer than two families with a test BLEU."]) + "\n\n"
+            + "\n\n".join(verdict_lines(bleu) or ["Verdict: none yet, fewer than two families with a test BLEU."]) + "\n\n"
             "Test BLEU: sacreBLEU on detokenised output, beam 5, the best checkpoint by validation loss; mean ± sd "
             "over seeds, and the 95 % t-interval of the mean (two seeds give a wide one: t = 12.7). A family wins "
             "only where its interval lies above every other ranked family's, the frontier's rule (seqbench.verdict); "

@@ -283,5 +283,6 @@ def claim(ledger) -> Claim:
                       "experiments/figures/<corpus>` records them.",
                       *([f"Translation with every family under one label-smoothing rule: {translation.COMMAND}."]
                         if mt is None and not ledger.has(translation.RECORD) else
-                        [f"Translation: `{translation.RECORD}` has no family of one kind with two seeds that differ; "
-                         "its sweep's remaining seeds."] if mt is None else [])])
+                        [f"Translation: `{translation.RECORD}` ranks no {' and no '.join(translation.missing(ledger))} "
+                         "family yet (one needs two seeds that differ): the sweep's remaining runs, "
+                         f"{translation.COMMAND}."] if mt is None else [])])

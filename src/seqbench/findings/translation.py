@@ -87,6 +87,12 @@ def reading(ledger) -> Reading | None:
     return Reading(a, r, by_seeds if sentences_agree else None, by_seeds is not None, epochs.pop(), unranked, g)
 
 
+def missing(ledger) -> list[str]:
+    """The kinds the record has no ranked family of at the rule's smoothing (the sweep still running)."""
+    rows = [r for r in ledger.rows(RECORD) if float(r["label_smoothing"]) == RULE and not r["verdict"].startswith("unranked")]
+    return [k for k in ("attention", "recurrent") if k not in {r["kind"] for r in rows}]
+
+
 def label(row: dict) -> str:
     """`bahdanau (gru + bahdanau attention)`, `seq2seq (lstm, no attention)`, `transformer`."""
     layer = row["attention_layer"]

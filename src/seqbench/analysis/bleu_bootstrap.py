@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import functools
 import hashlib
 
 import numpy as np
@@ -34,10 +35,14 @@ def sentence_stats(hypotheses: list[str], references: list[str]) -> np.ndarray:
     return np.asarray(_bleu()._extract_corpus_statistics(hypotheses, [references]), dtype=np.int64)
 
 
+@functools.lru_cache(maxsize=4)
 def draws(sentences: int, resamples: int = RESAMPLES, seed: int = SEED) -> np.ndarray:
-    """How often each sentence is drawn in each resample (resamples x sentences)."""
+    """How often each sentence is drawn in each resample (resamples x sentences); the same for every pair of a
+    table, so drawn once (read-only: the cached array is shared)."""
     rng = np.random.default_rng(seed)
-    return rng.multinomial(sentences, np.full(sentences, 1.0 / sentences), size=resamples)
+    counts = rng.multinomial(sentences, np.full(sentences, 1.0 / sentences), size=resamples)
+    counts.flags.writeable = False
+    return counts
 
 
 def scores(stats: np.ndarray, counts: np.ndarray) -> np.ndarray:

@@ -267,15 +267,15 @@ def gap_rows(jobs: list[Job], bleu: list[dict]) -> list[dict]:
     from seqbench.analysis.bleu_bootstrap import RESAMPLES, gap_interval, run_stats
 
     kinds = {(r["label_smoothing"], r["family"]): r["kind"] for r in bleu}
-    read = {id(j): run_stats(j.run.path, j.run.metrics["test/bleu"]) if j.run.path else None
-            for js in _completed(jobs).values() for fam in js.values() for j in fam}
-    references = {v[1]: j.run.name for js in _completed(jobs).values() for fam in js.values() for j in fam
-                  if (v := read[id(j)]) is not None}
+    completed = _completed(jobs)
+    done = [j for families in completed.values() for js in families.values() for j in js]
+    read = {id(j): run_stats(j.run.path, j.run.metrics["test/bleu"]) if j.run.path else None for j in done}
+    references = {v[1]: j.run.name for j in done if (v := read[id(j)]) is not None}
     if len(references) > 1:
         raise SystemExit(f"the runs scored different references ({', '.join(sorted(references.values()))} differ): "
                          "no paired comparison")
     rows = []
-    for smoothing, families in _completed(jobs).items():
+    for smoothing, families in completed.items():
         stats = {f: [read[id(j)] for j in js] for f, js in families.items()}
         side = lambda kind: [f for f in families if kinds[smoothing, f] == kind and all(v is not None for v in stats[f])]  # noqa: E731
         for a in side("attention"):

@@ -548,6 +548,8 @@ def test_the_headline_reads_the_record_translation_table_writes(frontier_ledger)
     jobs = [job("transformer", "transformer", None, s, b) for s, b in ((1, 36.0), (2, 36.1))]
     jobs += [job("t5", "t5", None, 1, 40.0)]  # one seed: not ranked, though its BLEU is the highest
     jobs += [job("bahdanau", "gru", "bahdanau", s, b) for s, b in ((1, 33.0), (2, 33.1))]
+    jobs += [tt.Job("luong", 0.1, s, Run(f"luong-{s}", "luong", {"status": "running"}), False, None, None, "gru", "luong_general")
+             for s in (1, 2)]  # still training: named, never ranked, and its unknown epochs are no second rule
     _frontier(frontier_ledger, attention_wins_at_1e13=False)
     path = frontier_ledger / translation.RECORD
     path.parent.mkdir(parents=True)
@@ -557,7 +559,7 @@ def test_the_headline_reads_the_record_translation_table_writes(frontier_ledger)
     c = headline.claim(Ledger(frontier_ledger))
     assert c.verdict == f"{headline.HOLDS_ONLY} in Multi30k translation; not in language modelling", c.verdict
     assert "transformer lies above that of bahdanau (gru + bahdanau attention)" in c.detail
-    assert "Not ranked: t5 (one seed)." in c.detail and c.number.text == "+3.00"
+    assert "Not ranked: t5 (one seed), luong (2 running)." in c.detail and c.number.text == "+3.00"
 
 
 def test_a_translation_lead_the_test_sentences_do_not_establish_is_no_win(frontier_ledger):

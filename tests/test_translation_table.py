@@ -15,9 +15,9 @@ MODELS = {"bahdanau": "gru", "luong": "gru", "seq2seq": "lstm", "transformer": "
 LAYERS = {"bahdanau": "bahdanau", "luong": "luong_general", "seq2seq": "none"}
 
 
-def _job(family, smoothing, seed, bleu, failed=False, joint=False, ppl=20.0):
-    metrics = {"status": "failed"} if failed else {"status": "completed", "test/bleu": bleu, "test/bleu_tok": bleu + 0.2,
-                                                   "test/ppl": ppl, "curve/train_time_s": 600.0}
+def _job(family, smoothing, seed, bleu, failed=False, joint=False, ppl=20.0, status="failed"):
+    metrics = {"status": status} if failed else {"status": "completed", "test/bleu": bleu, "test/bleu_tok": bleu + 0.2,
+                                                 "test/ppl": ppl, "curve/train_time_s": 600.0}
     return tt.Job(family, smoothing, seed, Run(f"{family}-{smoothing}-{seed}", family, metrics), joint, 10, 10,
                   MODELS[family], LAYERS.get(family), None if failed else bleu - 1.0)
 
@@ -141,13 +141,29 @@ def test_a_family_without_an_interval_is_not_ranked_and_cannot_hide_a_separation
     jobs += [_job("bahdanau", 0.1, s, 35.99) for s in (1, 2)]
     jobs += [_job("seq2seq", 0.1, s, b) for s, b in ((1, 20.0), (2, 20.05))]
     rows = {r["family"]: r["verdict"] for r in tt.bleu_rows(jobs)}
-    assert rows == {"transformer": "won", "t5": "unranked: one seed", "bahdanau": "unranked: identical seeds",
+    assert rows == {"transformer": "won", "t5": "unranked: one seed; 1 failed", "bahdanau": "unranked: identical seeds",
                     "seq2seq": "below"}
     (line,) = tt.verdict_lines(tt.bleu_rows(jobs))
-    assert "**transformer wins**" in line and "not ranked: t5 (one seed), bahdanau (identical seeds)" in line
+    assert "**transformer wins**" in line and "not ranked: t5 (one seed; 1 failed), bahdanau (identical seeds)" in line
     # the pair without smoothing, one seed each: far apart in mean, no ranking
     (without,) = _lines([_job("transformer", 0.0, 1, 36.0), _job("bahdanau", 0.0, 1, 20.0)])
     assert "**no ranking**" in without and "not ranked: transformer (one seed), bahdanau (one seed)" in without
+
+
+def test_a_family_still_running_has_a_row_that_says_so_and_no_score():
+    # bug caught: the record held only families with a finished job, so while T5's two seeds trained the findings
+    # named the verdict's families without a word of the one it did not hold yet
+    jobs = [_job("transformer", 0.1, s, b) for s, b in ((1, 35.0), (2, 36.2))]
+    jobs += [_job("bahdanau", 0.1, s, b) for s, b in ((1, 34.0), (2, 34.1))]
+    jobs += [_job("t5", 0.1, s, 0.0, failed=True, status="running") for s in (1, 2)]
+    jobs += [_job("luong", 0.1, 1, 0.0, failed=True, status="running"), _job("luong", 0.1, 2, 0.0, failed=True)]
+    rows = {r["family"]: r for r in tt.bleu_rows(jobs)}
+    assert {f: r["verdict"] for f, r in rows.items()} == {
+        "transformer": "tie", "t5": "unranked: 2 running", "bahdanau": "tie", "luong": "unranked: 1 failed, 1 running"}
+    assert (rows["t5"]["seeds"], rows["t5"]["bleu_mean"], rows["t5"]["kind"], rows["t5"]["epochs_given"]) == (
+        0, "", "attention", "10")
+    (line,) = tt.verdict_lines(list(rows.values()))
+    assert "**tie (transformer, bahdanau)**" in line and "not ranked: t5 (2 running), luong (1 failed, 1 running)" in line
 
 
 def test_the_bleu_record_gives_each_family_its_place_its_model_its_kind_and_its_validation_bleu():

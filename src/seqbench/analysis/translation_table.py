@@ -145,6 +145,24 @@ def _completed(jobs: list[Job]) -> dict[float, dict[str, list[Job]]]:
     return by
 
 
+def _not_ended(jobs) -> dict[str, list[Job]]:
+    """By family, the jobs that have not ended well: running, or failed (their status, the launcher's record)."""
+    by: dict[str, list[Job]] = {}
+    for j in jobs:
+        if j.run.failed:
+            by.setdefault(j.family, []).append(j)
+    return by
+
+
+def _statuses(jobs: list[Job]) -> str:
+    """`2 running`, `1 failed, 1 running`: what became of the jobs that have no score."""
+    counts: dict[str, int] = {}
+    for j in jobs:
+        status = str(j.run.metrics.get("status") or "failed")
+        counts[status] = counts.get(status, 0) + 1
+    return ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
+
+
 def _joined(values) -> str:
     values = sorted({v for v in values if v is not None})
     return ";".join(str(v) for v in values)
@@ -156,7 +174,9 @@ def bleu_rows(jobs: list[Job]) -> list[dict]:
     on: the test is the score), the epochs given and the fewest trained, and the family's place in that
     smoothing's verdict: `won`; `tie` (its interval overlaps the best mean's); `below` (its interval lies below
     the best mean's, whatever it does against the others of the tie); `alone` (the one ranked family);
-    `unranked: one seed` or `unranked: identical seeds`. `kind` is the registry's side of its model
+    `unranked: one seed` or `unranked: identical seeds`, with the family's jobs that did not end with a test BLEU
+    after a semicolon ("one seed; 1 running"), and a family none of whose jobs has ended a row of its own
+    (`unranked: 2 running`, seeds 0): the findings say which families the verdict does not hold yet. `kind` is the registry's side of its model
     (`seqbench.findings.family_kind`): the Bahdanau, Luong and plain seq2seq presets are recurrent
     encoder-decoders (two with an attention layer, `attention_layer`), the Transformer and T5 attention
     throughout; a family of no known kind stops the command, since the headline would leave it out."""
@@ -164,23 +184,39 @@ def bleu_rows(jobs: list[Job]) -> list[dict]:
     from seqbench.findings import family_kind
     from seqbench.verdict import t_interval, winner_or_tie
 
+    completed = _completed(jobs)
     rows = []
-    for smoothing, families in _completed(jobs).items():
+    for smoothing in sorted({j.smoothing for j in jobs}, reverse=True):
+        families = completed.get(smoothing, {})
+        others = _not_ended(j for j in jobs if j.smoothing == smoothing)
         bleu = {f: [j.run.metrics["test/bleu"] for j in js] for f, js in families.items()}
         intervals = {f: t_interval(v) for f, v in bleu.items()}
         ranked = {f: i for f, i in intervals.items() if i.n >= 2 and i.sd}
         winner, tied = winner_or_tie(ranked, higher_is_better=True)
         best = max(ranked, key=lambda f: ranked[f].mean) if ranked else None
-        for f in order(families):
-            js, i = families[f], intervals[f]
-            model = js[0].model
+        for f in order(set(families) | set(others)):
+            pending = others.get(f, [])
+            js, i = families.get(f, []), intervals.get(f)
+            model = next((j.model for j in js + pending if j.model), None)
             kind = family_kind(model or f)
+            if kind is None and not js:
+                continue  # a job that failed before its configuration was written: no family to name (family_rows counts it)
             if kind is None:
                 raise SystemExit(f"{f}: its model ({model or 'unknown'}) has no kind in the family registry "
                                  "(seqbench.families: recurrent or attention)")
+            waiting = _statuses(pending)
+            if i is None:
+                rows.append({"label_smoothing": smoothing, "family": f, "model": model or "",
+                             "attention_layer": next((j.attention_layer for j in pending if j.attention_layer), ""),
+                             "kind": kind, "seeds": 0, "bleu_mean": "", "bleu_sd": "", "low": "", "high": "",
+                             "val_bleu_mean": "", "epochs_given": _joined(j.epochs_given for j in pending),
+                             "epochs_trained": "", "verdict": f"{UNRANKED}: {waiting}"})
+                continue
             place = (f"{UNRANKED}: one seed" if i.n < 2 else f"{UNRANKED}: identical seeds" if not i.sd else
                      "alone" if len(ranked) < 2 else "won" if f == winner else "tie" if f in tied else "below")
             assert place != "below" or ranked[f].high < ranked[best].low
+            if pending and place.startswith(UNRANKED):
+                place += f"; {waiting}"
             val = [j.val_bleu for j in js if j.val_bleu is not None]
             trained = [j.epochs_trained for j in js if j.epochs_trained is not None]
             rows.append({"label_smoothing": smoothing, "family": f, "model": model or "",
@@ -236,14 +272,10 @@ def family_rows(jobs: list[Job]) -> list[dict]:
         minutes = [j.run.metrics["curve/train_time_s"] / 60 for j in done if j.run.metrics.get("curve/train_time_s")]
         # a job restored from the sweep archive keeps its validation curve, not the epoch column
         epochs = sorted({f"{'?' if j.epochs_trained is None else j.epochs_trained}/{j.epochs_given}" for j in done})
-        others: dict[str, int] = {}
-        for j in js:
-            if j.run.failed:
-                status = str(j.run.metrics.get("status") or "failed")
-                others[status] = others.get(status, 0) + 1
+        others = _statuses([j for j in js if j.run.failed])
         rows.append({
             "family": family, "label smoothing": f"{smoothing:g}",
-            "seeds": f"{len(done)}" + (" (" + ", ".join(f"{n} {s}" for s, n in sorted(others.items())) + ")" if others else ""),
+            "seeds": f"{len(done)}" + (f" ({others})" if others else ""),
             "test BLEU": _mean_sd(bleu),
             "95 % interval": _interval_text(bleu),
             "per seed": ", ".join(f"{j.seed}: {j.run.metrics['test/bleu']:.2f}" for j in done

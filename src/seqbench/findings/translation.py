@@ -72,7 +72,7 @@ def reading(ledger) -> Reading | None:
     rows = [r for r in ledger.rows(RECORD) if float(r["label_smoothing"]) == RULE]
     if any(not r.get("kind") for r in rows):
         raise ValueError(f"{RECORD}: a row without a kind (recurrent or attention); make it again with translation_table")
-    epochs = {r["epochs_given"] for r in rows}
+    epochs = {r["epochs_given"] for r in rows if r["epochs_given"]}  # a job still running may not have said yet
     if len(epochs) > 1:
         raise ValueError(f"{RECORD}: the families were given different epochs ({', '.join(sorted(epochs))}): not one rule")
     a, r = _entry(rows, "attention"), _entry(rows, "recurrent")

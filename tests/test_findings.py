@@ -523,6 +523,7 @@ def test_translation_reads_only_ranked_families_and_one_rule(frontier_ledger):
     _translation_record(frontier_ledger, [*APART[:4], (0.1, "t5", "attention", 1, 40.0, None, 39.0, "unranked: one seed")])
     c = headline.claim(Ledger(frontier_ledger))
     assert "attention wins. Not ranked: t5 (one seed)." in c.detail, c.detail
+    assert "the missing translation runs of t5 (one seed); " in c.would_change, c.would_change
     _translation_record(frontier_ledger, [(0.1, "t5", "attention", 1, 40.0, None, 39.0, "unranked: one seed"),
                                           *APART[2:4]])
     c = headline.claim(Ledger(frontier_ledger))
@@ -577,6 +578,18 @@ def test_a_translation_lead_the_test_sentences_do_not_establish_is_no_win(fronti
     assert ("lie apart, transformer above; but resampling the test sentences, with these trained models fixed, gives the "
             "gap a 95 % interval [-0.40, +4.10] that includes 0: the test set does not establish its sign, so no win.") in c.detail
     assert "resamples of the 1,000 sentences" in "\n".join(c.answer)
+    _translation_record(frontier_ledger, APART, gaps=[(0.1, "transformer", "bahdanau", 2.0, 0.8, 3.1)])
+    c = headline.claim(Ledger(frontier_ledger))
+    assert "more seeds" not in c.would_change, c.would_change  # intervals apart: no seeds wanted
+    # the seeds' intervals overlap and the sentences' interval excludes 0: more seeds could decide it, and the page
+    # says so; with the sentences' interval across 0 too, more seeds alone would not, and it says nothing
+    tie = [(0.1, "transformer", "attention", 2, 35.1, 0.67, 32.8, "tie"), (0.1, "bahdanau", "recurrent", 2, 34.2, 0.2, 30.6, "tie")]
+    _translation_record(frontier_ledger, tie, gaps=[(0.1, "transformer", "bahdanau", 0.96, 0.14, 1.75)])
+    c = headline.claim(Ledger(frontier_ledger))
+    assert ("more seeds of transformer and bahdanau (gru + bahdanau attention) in translation (the test sentences' "
+            "interval of the gap, [+0.14, +1.75], excludes 0; the seeds' intervals at n=2 overlap); ") in c.would_change, c.would_change
+    _translation_record(frontier_ledger, tie, gaps=[(0.1, "transformer", "bahdanau", 0.96, -0.14, 1.75)])
+    assert "more seeds" not in headline.claim(Ledger(frontier_ledger)).would_change
     _translation_record(frontier_ledger, APART, gaps=[(0.1, "transformer", "bahdanau", 2.0, 0.8, 3.1)])
     c = headline.claim(Ledger(frontier_ledger))
     assert "so no win" not in c.detail and "attention wins." in c.detail

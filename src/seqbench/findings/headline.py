@@ -255,6 +255,7 @@ def claim(ledger) -> Claim:
         would_change=("The equal-budget search for every family (`experiment=tune_frontier`, `tune_frontier_ptb`: "
                       "issue 36) with ≥ 3 seeds per cell and a held-out score; " if untuned else
                       f"The remaining seeds ({SEEDS} per cell{beyond}); " if partial else "")
+                     + (translation.would_change(mt) if mt else "")
                      + (f"the 1e14 tier{'' if without_beyond == list(CORPORA) else ' on ' + ' and '.join(without_beyond)}; "
                         if without_beyond else "") + "the GPU tier, toward the compute where Kaplan et al. (2020) place the crossover.",
         number=(ledger.number(translation.gap(mt), translation.RECORD, "{:+.2f}") if mt_won and not wins else

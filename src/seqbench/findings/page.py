@@ -52,7 +52,7 @@ def page(claims: list[Claim], ledger) -> str:
         if c.figures:
             lines += ["**Figures.**", ""] + [f"![{Path(f).stem}]({Path(f).relative_to('experiments').as_posix()})"
                                              for f in c.figures] + [""]
-        lines += [f"**Confidence.** {c.confidence}", "", f"**What would change it.** {c.would_change}", ""]
+        lines += [f"**Confidence.** {c.confidence}", "", f"**What would change it.** {c.would_change[:1].upper()}{c.would_change[1:]}", ""]  # a clause may open it
         if c.not_measured:
             lines += [f"**{NOT_MEASURED.capitalize()}.**", ""] + [f"- {x}" for x in c.not_measured] + [""]
     lines += ["## The ledger", "", "The records this page reads, as their `record.json` gives them (\"not recorded\": "

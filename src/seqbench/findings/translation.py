@@ -148,6 +148,22 @@ def sentence(rd: Reading) -> str:
     return f"{where}, the test-BLEU intervals of {a} and {r} overlap: a tie.{tail}"
 
 
+def would_change(rd: Reading) -> str:
+    """What more translation runs could do to the reading, as a clause of the claim's "what would change it" (""
+    where they could not): the runs missing (running or failed), and more seeds where the test sentences' interval of the gap
+    already excludes 0 and only the seeds' interval (two seeds: t = 12.7) overlaps."""
+    parts = []
+    if rd.unranked:
+        parts.append(f"the missing translation runs of {', '.join(rd.unranked)}")
+    g = rd.bootstrap
+    if rd.winner is None and not rd.seeds_apart and g and not float(g["low"]) <= 0 <= float(g["high"]):
+        n = min(int(rd.attention["seeds"]), int(rd.recurrent["seeds"]))
+        parts.append(f"more seeds of {label(rd.attention)} and {label(rd.recurrent)} in translation (the test "
+                     f"sentences' interval of the gap, [{float(g['low']):+.2f}, {float(g['high']):+.2f}], excludes 0; "
+                     f"the seeds' intervals at n={n} overlap)")
+    return "".join(f"{x}; " for x in parts)
+
+
 def confidence(rd: Reading) -> str:
     n = min(int(rd.attention["seeds"]), int(rd.recurrent["seeds"]))
     return (f"In translation each entry has {n} seeds or more (at two, the interval is ± 12.7 sd/√2); it covers the "

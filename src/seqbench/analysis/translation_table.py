@@ -14,7 +14,7 @@ perplexity counts other tokens and is not comparable, marked †). Writes:
 
 - one row per (family, label smoothing): test BLEU (sacreBLEU, detokenised) and tokenised BLEU as mean ±
   sd over seeds, the 95 % t-interval of the BLEU mean, with each seed's score; the test perplexity (the
-  plain NLL: smoothing changes only the training loss); epochs trained of those given; training minutes;
+  plain NLL: smoothing changes only the training loss); epochs trained of those given; training minutes of CPU and of wall clock;
 - per label-smoothing value, the verdict by the frontier's rule (`seqbench.verdict.winner_or_tie`): a family
   wins only where its interval lies above every other ranked family's, else the families whose intervals
   overlap the best mean's tie. A family ranks with two seeds or more that differ: one seed has no interval,
@@ -130,7 +130,7 @@ def _interval_text(values: list[float]) -> str:
 
 
 FAMILY_FIELDS = ("family", "label smoothing", "seeds", "test BLEU", "95 % interval", "per seed", "tokenised BLEU",
-                 "best val BLEU", "test ppl", "epochs trained/given", "training min")
+                 "best val BLEU", "test ppl", "epochs trained/given", "training CPU min", "training wall min")
 BLEU_FIELDS = ("label_smoothing", "family", "model", "attention_layer", "kind", "seeds", "bleu_mean", "bleu_sd", "low",
                "high", "val_bleu_mean", "epochs_given", "epochs_trained", "verdict")
 UNRANKED = "unranked"  # a verdict's prefix: the family has no interval to rank by
@@ -269,7 +269,8 @@ def family_rows(jobs: list[Job]) -> list[dict]:
         bleu = [j.run.metrics["test/bleu"] for j in done if j.run.metrics.get("test/bleu") is not None]
         tok = [j.run.metrics["test/bleu_tok"] for j in done if j.run.metrics.get("test/bleu_tok") is not None]
         ppl = [j.run.metrics["test/ppl"] for j in done if j.run.metrics.get("test/ppl") is not None]
-        minutes = [j.run.metrics["curve/train_time_s"] / 60 for j in done if j.run.metrics.get("curve/train_time_s")]
+        minutes = {key: [j.run.metrics[key] / 60 for j in done if j.run.metrics.get(key)]
+                   for key in ("curve/train_cpu_s", "curve/train_time_s")}
         # a job restored from the sweep archive keeps its validation curve, not the epoch column
         epochs = sorted({f"{'?' if j.epochs_trained is None else j.epochs_trained}/{j.epochs_given}" for j in done})
         others = _statuses([j for j in js if j.run.failed])
@@ -284,7 +285,8 @@ def family_rows(jobs: list[Job]) -> list[dict]:
             "best val BLEU": _mean_sd([j.val_bleu for j in done if j.val_bleu is not None]),
             "test ppl": (f"{statistics.fmean(ppl):.2f}" + ("†" if any(j.joint_vocab for j in done) else "")) if ppl else "–",
             "epochs trained/given": ", ".join(epochs) or "–",
-            "training min": f"{statistics.fmean(minutes):.0f}" if minutes else "–"})
+            **{column: f"{statistics.fmean(minutes[key]):.0f}" if minutes[key] else "–"
+               for column, key in (("training CPU min", "curve/train_cpu_s"), ("training wall min", "curve/train_time_s"))}})
     return rows
 
 
@@ -382,7 +384,9 @@ def main(argv: list[str] | None = None) -> str:
             "only where its interval lies above every other ranked family's, the frontier's rule (seqbench.verdict); "
             "a family ranks with two seeds or more that differ. Best val BLEU: each seed's best greedy validation "
             "BLEU, what the findings choose a kind's family on (the test BLEU is the score). Test ppl: per English BPE token of the run's vocabulary, the plain NLL; † a joint "
-            "vocabulary (T5's), not comparable with the others. Training minutes: the training steps' wall clock.\n\n"
+            "vocabulary (T5's), not comparable with the others. Training minutes, mean over seeds: the training steps' CPU time (one thread a job: the cost, which a pause or a "
+            "neighbouring job does not change) and their wall clock (which the other job on the machine and a sweep paused "
+            "for the test suite lengthen); a resumed run's segments summed.\n\n"
             "## The test sentences' share: a paired bootstrap of each attention-recurrent gap\n\n"
             + markdown([{"label smoothing": f"{g['label_smoothing']:g}", "attention": g["attention"],
                          "recurrent": g["recurrent"], "seeds": g["seeds"], "BLEU gap": f"{g['gap']:+.2f}",

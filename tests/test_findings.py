@@ -523,7 +523,7 @@ def test_translation_reads_only_ranked_families_and_one_rule(frontier_ledger):
     _translation_record(frontier_ledger, [*APART[:4], (0.1, "t5", "attention", 1, 40.0, None, 39.0, "unranked: one seed")])
     c = headline.claim(Ledger(frontier_ledger))
     assert "attention wins. Not ranked: t5 (one seed)." in c.detail, c.detail
-    assert "the missing translation runs of t5 (one seed); " in c.would_change, c.would_change
+    assert "the translation families the verdict does not rank yet: t5 (one seed); " in c.would_change, c.would_change
     _translation_record(frontier_ledger, [(0.1, "t5", "attention", 1, 40.0, None, 39.0, "unranked: one seed"),
                                           *APART[2:4]])
     c = headline.claim(Ledger(frontier_ledger))

@@ -167,6 +167,15 @@ def test_a_family_still_running_has_a_row_that_says_so_and_no_score():
     assert "**tie (transformer, bahdanau)**" in line and "not ranked: t5 (2 running), luong (1 failed, 1 running)" in line
 
 
+def test_a_running_job_of_a_model_without_a_kind_stops_the_table_too():
+    # bug caught: the skip meant for a job that failed before writing its configuration (no model, no family) also
+    # left out a running job whose model the registry does not know, until it ended and stopped the table
+    job = _job("t5", 0.1, 1, 0.0, failed=True, status="running")
+    job.model = "mystery"
+    with pytest.raises(SystemExit, match="mystery"):
+        tt.bleu_rows([job, *(_job("transformer", 0.1, s, b) for s, b in ((1, 35.0), (2, 36.0)))])
+
+
 def test_the_bleu_record_gives_each_family_its_place_its_model_its_kind_and_its_validation_bleu():
     # the findings' headline reads this record: a place or kind mixed up there (the Bahdanau model, a GRU with an
     # attention layer, counted as attention) changes its verdict; the validation BLEU is what it chooses on

@@ -199,8 +199,8 @@ def bleu_rows(jobs: list[Job]) -> list[dict]:
             js, i = families.get(f, []), intervals.get(f)
             model = next((j.model for j in js + pending if j.model), None)
             kind = family_kind(model or f)
-            if kind is None and not js:
-                continue  # a job that failed before its configuration was written: no family to name (family_rows counts it)
+            if kind is None and not js and not model:
+                continue  # jobs that failed before their configuration was written: no family to name (family_rows counts them)
             if kind is None:
                 raise SystemExit(f"{f}: its model ({model or 'unknown'}) has no kind in the family registry "
                                  "(seqbench.families: recurrent or attention)")

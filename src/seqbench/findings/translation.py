@@ -72,7 +72,7 @@ def reading(ledger) -> Reading | None:
     rows = [r for r in ledger.rows(RECORD) if float(r["label_smoothing"]) == RULE]
     if any(not r.get("kind") for r in rows):
         raise ValueError(f"{RECORD}: a row without a kind (recurrent or attention); make it again with translation_table")
-    epochs = {r["epochs_given"] for r in rows if r["epochs_given"]}  # a job still running may not have said yet
+    epochs = {r["epochs_given"] for r in rows if int(r["seeds"])}  # a family with no run ended may not have said yet
     if len(epochs) > 1:
         raise ValueError(f"{RECORD}: the families were given different epochs ({', '.join(sorted(epochs))}): not one rule")
     a, r = _entry(rows, "attention"), _entry(rows, "recurrent")
@@ -150,11 +150,11 @@ def sentence(rd: Reading) -> str:
 
 def would_change(rd: Reading) -> str:
     """What more translation runs could do to the reading, as a clause of the claim's "what would change it" (""
-    where they could not): the runs missing (running or failed), and more seeds where the test sentences' interval of the gap
+    where they could not): the families not ranked yet (runs to end, or seeds that differ), and more seeds where the test sentences' interval of the gap
     already excludes 0 and only the seeds' interval (two seeds: t = 12.7) overlaps."""
     parts = []
     if rd.unranked:
-        parts.append(f"the missing translation runs of {', '.join(rd.unranked)}")
+        parts.append(f"the translation families the verdict does not rank yet: {', '.join(rd.unranked)}")
     g = rd.bootstrap
     if rd.winner is None and not rd.seeds_apart and g and not float(g["low"]) <= 0 <= float(g["high"]):
         n = min(int(rd.attention["seeds"]), int(rd.recurrent["seeds"]))

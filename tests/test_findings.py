@@ -540,21 +540,23 @@ def test_the_headline_reads_the_record_translation_table_writes(frontier_ledger)
     # the two ends of bleu.csv, joined: a column renamed or a number written in a form the reader does not parse
     # (a verdict word, a blank sd) would pass each side's own tests and break here
     from seqbench.analysis import translation_table as tt
+    from seqbench.analysis import translation_verdict as tv
+    from seqbench.analysis.translation_jobs import Job
     from seqbench.report import Run
 
     def job(family, model, layer, seed, bleu):
         metrics = {"status": "completed", "test/bleu": bleu}
-        return tt.Job(family, 0.1, seed, Run(f"{family}-{seed}", family, metrics), False, 10, 10, model, layer, bleu - 1)
+        return Job(family, 0.1, seed, Run(f"{family}-{seed}", family, metrics), False, 10, 10, model, layer, bleu - 1)
 
     jobs = [job("transformer", "transformer", None, s, b) for s, b in ((1, 36.0), (2, 36.1))]
     jobs += [job("t5", "t5", None, 1, 40.0)]  # one seed: not ranked, though its BLEU is the highest
     jobs += [job("bahdanau", "gru", "bahdanau", s, b) for s, b in ((1, 33.0), (2, 33.1))]
-    jobs += [tt.Job("luong", 0.1, s, Run(f"luong-{s}", "luong", {"status": "running"}), False, None, None, "gru", "luong_general")
+    jobs += [Job("luong", 0.1, s, Run(f"luong-{s}", "luong", {"status": "running"}), False, None, None, "gru", "luong_general")
              for s in (1, 2)]  # still training: named, never ranked, and its unknown epochs are no second rule
     _frontier(frontier_ledger, attention_wins_at_1e13=False)
     path = frontier_ledger / translation.RECORD
     path.parent.mkdir(parents=True)
-    tt.write_csv(path, tt.bleu_rows(jobs), tt.BLEU_FIELDS)
+    tt.write_csv(path, tv.bleu_rows(jobs), tv.BLEU_FIELDS)
     (path.parent / RECORD).write_text(json.dumps({"records": [{"files": ["bleu.csv"], "command": "made by a test",
                                                                "git_commit": "x", "hardware": "h", "date": "d", "wall_time": "1 s"}]}))
     c = headline.claim(Ledger(frontier_ledger))

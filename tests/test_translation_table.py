@@ -1,11 +1,14 @@
-"""The translation table under one label-smoothing rule (seqbench.analysis.translation_table), on
-hand-made jobs with every expectation computed by hand."""
+"""The translation table under one label-smoothing rule (seqbench.analysis.translation_table), its jobs
+(translation_jobs) and its verdict (translation_verdict), on hand-made jobs with every expectation computed
+by hand."""
 
 from __future__ import annotations
 
 import pytest
 
+from seqbench.analysis import translation_jobs as tj
 from seqbench.analysis import translation_table as tt
+from seqbench.analysis import translation_verdict as tv
 from seqbench.report import Run
 
 
@@ -19,7 +22,7 @@ def _job(family, smoothing, seed, bleu, failed=False, joint=False, ppl=20.0, sta
     metrics = {"status": status} if failed else {"status": "completed", "test/bleu": bleu, "test/bleu_tok": bleu + 0.2,
                                                  "test/ppl": ppl, "curve/train_time_s": 600.0,
                                                  "curve/train_cpu_s": 480.0}
-    return tt.Job(family, smoothing, seed, Run(f"{family}-{smoothing}-{seed}", family, metrics), joint, 10, 10,
+    return tj.Job(family, smoothing, seed, Run(f"{family}-{smoothing}-{seed}", family, metrics), joint, 10, 10,
                   MODELS[family], LAYERS.get(family), None if failed else bleu - 1.0)
 
 
@@ -59,7 +62,7 @@ def test_epochs_trained_count_the_epochs_that_ended_and_the_best_validation_bleu
     (tmp_path / "csv" / "metrics.csv").write_text(
         "epoch,step,train/loss,train/loss_epoch,val/bleu,test/bleu\n0,10,5.0,,,\n0,20,,4.5,21.0,\n1,30,,4.0,20.5,\n"
         "2,30,,,,31.0\n")
-    assert tt._history(tmp_path) == (2, 21.0)
+    assert tj._history(tmp_path) == (2, 21.0)
 
 
 def test_one_run_given_twice_stops_rather_than_counting_as_two_seeds():
@@ -67,7 +70,7 @@ def test_one_run_given_twice_stops_rather_than_counting_as_two_seeds():
     # was read last
     jobs = [_job("bahdanau", 0.1, 1, 30.0), _job("bahdanau", 0.1, 1, 20.0), _job("bahdanau", 0.0, 1, 25.0)]
     with pytest.raises(SystemExit, match="both bahdanau, label smoothing 0.1, seed 1"):
-        tt.check_unique(jobs)
+        tj.check_unique(jobs)
 
 
 def test_a_job_is_read_from_its_folder_and_a_restored_one_says_its_epochs_are_unknown(tmp_path):
@@ -80,7 +83,7 @@ def test_a_job_is_read_from_its_folder_and_a_restored_one_says_its_epochs_are_un
     (job / "csv" / "metrics.csv").write_text("step,val/ppl,val/loss\n100,20.0,3.0\n")
     run = Run("sweep/3", "t5", {"status": "completed", "test/bleu": 30.0, "test/ppl": 9.0,
                                 "overrides": "preset=multi30k/t5 model.label_smoothing=0.1"}, path=job)
-    j = tt.job_of(run)
+    j = tj.job_of(run)
     assert (j.family, j.smoothing, j.seed, j.joint_vocab, j.epochs_given, j.epochs_trained) == ("t5", 0.1, 2, True, 10, None)
     (row,) = tt.family_rows([j])
     assert row["epochs trained/given"] == "?/10" and row["test ppl"] == "9.00†"
@@ -90,7 +93,7 @@ def test_a_job_that_failed_before_its_folder_is_read_from_its_command_line():
     # the launcher's record: no folder, the family unknown ("job 3"), the overrides a list
     run = Run("job 3", "job 3", {"status": "failed", "overrides": ["preset=multi30k/t5", "model.label_smoothing=0.1",
                                                                    "seed=2"]})
-    j = tt.job_of(run)
+    j = tj.job_of(run)
     assert (j.family, j.smoothing, j.seed) == ("t5", 0.1, 2)
     (row,) = tt.family_rows([j])
     assert row["family"] == "t5" and row["seeds"] == "0 (1 failed)" and row["test BLEU"] == "–"
@@ -105,7 +108,7 @@ def test_the_interval_is_the_t_interval_over_seeds_by_hand():
 
 
 def _lines(jobs):
-    return tt.verdict_lines(tt.bleu_rows(jobs))
+    return tv.verdict_lines(tv.bleu_rows(jobs))
 
 
 def test_the_higher_bleu_wins_only_outside_the_intervals():
@@ -141,10 +144,10 @@ def test_a_family_without_an_interval_is_not_ranked_and_cannot_hide_a_separation
     jobs += [_job("t5", 0.1, 1, 37.0), _job("t5", 0.1, 2, 0.0, failed=True)]
     jobs += [_job("bahdanau", 0.1, s, 35.99) for s in (1, 2)]
     jobs += [_job("seq2seq", 0.1, s, b) for s, b in ((1, 20.0), (2, 20.05))]
-    rows = {r["family"]: r["verdict"] for r in tt.bleu_rows(jobs)}
+    rows = {r["family"]: r["verdict"] for r in tv.bleu_rows(jobs)}
     assert rows == {"transformer": "won", "t5": "unranked: one seed; 1 failed", "bahdanau": "unranked: identical seeds",
                     "seq2seq": "below"}
-    (line,) = tt.verdict_lines(tt.bleu_rows(jobs))
+    (line,) = tv.verdict_lines(tv.bleu_rows(jobs))
     assert "**transformer wins**" in line and "not ranked: t5 (one seed; 1 failed), bahdanau (identical seeds)" in line
     # the pair without smoothing, one seed each: far apart in mean, no ranking
     (without,) = _lines([_job("transformer", 0.0, 1, 36.0), _job("bahdanau", 0.0, 1, 20.0)])
@@ -158,12 +161,12 @@ def test_a_family_still_running_has_a_row_that_says_so_and_no_score():
     jobs += [_job("bahdanau", 0.1, s, b) for s, b in ((1, 34.0), (2, 34.1))]
     jobs += [_job("t5", 0.1, s, 0.0, failed=True, status="running") for s in (1, 2)]
     jobs += [_job("luong", 0.1, 1, 0.0, failed=True, status="running"), _job("luong", 0.1, 2, 0.0, failed=True)]
-    rows = {r["family"]: r for r in tt.bleu_rows(jobs)}
+    rows = {r["family"]: r for r in tv.bleu_rows(jobs)}
     assert {f: r["verdict"] for f, r in rows.items()} == {
         "transformer": "tie", "t5": "unranked: 2 running", "bahdanau": "tie", "luong": "unranked: 1 failed, 1 running"}
     assert (rows["t5"]["seeds"], rows["t5"]["bleu_mean"], rows["t5"]["kind"], rows["t5"]["epochs_given"]) == (
         0, "", "attention", "10")
-    (line,) = tt.verdict_lines(list(rows.values()))
+    (line,) = tv.verdict_lines(list(rows.values()))
     assert "**tie (transformer, bahdanau)**" in line and "not ranked: t5 (2 running), luong (1 failed, 1 running)" in line
 
 
@@ -173,7 +176,7 @@ def test_a_running_job_of_a_model_without_a_kind_stops_the_table_too():
     job = _job("t5", 0.1, 1, 0.0, failed=True, status="running")
     job.model = "mystery"
     with pytest.raises(SystemExit, match="mystery"):
-        tt.bleu_rows([job, *(_job("transformer", 0.1, s, b) for s, b in ((1, 35.0), (2, 36.0)))])
+        tv.bleu_rows([job, *(_job("transformer", 0.1, s, b) for s, b in ((1, 35.0), (2, 36.0)))])
 
 
 def test_the_bleu_record_gives_each_family_its_place_its_model_its_kind_and_its_validation_bleu():
@@ -183,7 +186,7 @@ def test_the_bleu_record_gives_each_family_its_place_its_model_its_kind_and_its_
     jobs += [_job("bahdanau", 0.1, s, b) for s, b in ((1, 34.0), (2, 34.1))]
     jobs += [_job("seq2seq", 0.1, s, b) for s, b in ((1, 20.0), (2, 20.1))]
     jobs += [_job("t5", 0.0, 1, 30.0)]
-    rows = {(r["label_smoothing"], r["family"]): r for r in tt.bleu_rows(jobs)}
+    rows = {(r["label_smoothing"], r["family"]): r for r in tv.bleu_rows(jobs)}
     assert [(k[1], r["model"], r["attention_layer"], r["kind"], r["verdict"]) for k, r in rows.items()] == [
         ("transformer", "transformer", "", "attention", "tie"), ("bahdanau", "gru", "bahdanau", "recurrent", "tie"),
         ("seq2seq", "lstm", "none", "recurrent", "below"), ("t5", "t5", "", "attention", "unranked: one seed")]
@@ -200,7 +203,7 @@ def test_a_family_whose_model_has_no_kind_stops_the_table():
     job = _job("bahdanau", 0.1, 1, 30.0)
     job.model = "mystery"
     with pytest.raises(SystemExit, match="bahdanau: its model \\(mystery\\) has no kind"):
-        tt.bleu_rows([job])
+        tv.bleu_rows([job])
 
 
 def test_a_table_with_no_test_bleu_yet_still_writes_its_record(tmp_path):
@@ -232,7 +235,7 @@ def test_each_attention_family_is_bootstrapped_against_each_recurrent_one_from_t
     outputs = {"transformer": [refs, refs], "t5": [refs, None],
                "bahdanau": [[r.replace("runs", "walks") for r in refs], [r.replace("dog", "cat") for r in refs]]}
     jobs = _runs_on_disk(tmp_path, refs, outputs)
-    (row,) = tt.gap_rows(jobs, tt.bleu_rows(jobs))
+    (row,) = tt.gap_rows(jobs, tv.bleu_rows(jobs))
     bleu = lambda hyps: sacrebleu.corpus_bleu(hyps, [refs]).score  # noqa: E731
     assert (row["attention"], row["recurrent"], row["seeds"], row["sentences"]) == ("transformer", "bahdanau", "2, 2", 20)
     assert row["gap"] == pytest.approx(100.0 - (bleu(outputs["bahdanau"][0]) + bleu(outputs["bahdanau"][1])) / 2)
@@ -266,11 +269,11 @@ def test_translations_that_are_not_the_runs_own_or_score_other_references_stop_t
     outputs = {"transformer": [refs, refs], "bahdanau": [[r.replace("runs", "walks") for r in refs]] * 2}
     jobs = _runs_on_disk(tmp_path / "a", refs, outputs, logged={("bahdanau", 2): 99.0})
     with pytest.raises(ValueError, match="bahdanau2: its translations score BLEU .*, its metrics.json 99.000"):
-        tt.gap_rows(jobs, tt.bleu_rows(jobs))
+        tt.gap_rows(jobs, tv.bleu_rows(jobs))
     jobs = _runs_on_disk(tmp_path / "b", refs, {"transformer": [refs[::-1], refs], "bahdanau": outputs["bahdanau"]},
                          references={("transformer", 1): refs[::-1]})
     with pytest.raises(SystemExit, match="scored different references"):
-        tt.gap_rows(jobs, tt.bleu_rows(jobs))
+        tt.gap_rows(jobs, tv.bleu_rows(jobs))
 
 
 def test_a_family_ranked_alone_is_named():

@@ -28,7 +28,8 @@ perplexity counts other tokens and is not comparable, marked †). Writes:
   runs the same initialisation and data order), as the mean difference, its sd and the seeds it won.
 
 A job that did not complete is counted by its status, never averaged; two completed runs of one family,
-smoothing and seed stop the command (they would count as two seeds).
+smoothing and seed stop the command (they would count as two seeds). The jobs are read by `translation_jobs`,
+the verdict is `translation_verdict`'s; this module lays out the table and writes the record.
 """
 
 from __future__ import annotations
@@ -38,79 +39,11 @@ import csv
 import statistics
 import sys
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
-from seqbench.families import family_of
-from seqbench.report import Run, read_local
-from seqbench.saved_yaml import load_dict
-
-
-@dataclass
-class Job:
-    family: str
-    smoothing: float
-    seed: int | None
-    run: Run
-    joint_vocab: bool
-    epochs_given: int | None
-    epochs_trained: int | None
-    model: str | None = None            # the registry family of its model (the Bahdanau preset's GRU): its kind
-    attention_layer: str | None = None  # a recurrent model's attention (`model.attention`: bahdanau, none)
-    val_bleu: float | None = None       # its best validation BLEU (greedy): what a family is chosen on
-
-
-def _history(job_dir: Path) -> tuple[int | None, float | None]:
-    """From the run's CSV history: the epochs trained, 1 + the last epoch that ended (its `train/loss_epoch`
-    rows; Lightning numbers epochs from 0, and logs the test with the epoch count after the last, which no
-    epoch trained), and the best validation BLEU."""
-    path = job_dir / "csv" / "metrics.csv"
-    if not path.is_file():
-        return None, None
-    with open(path, newline="") as f:
-        rows = list(csv.DictReader(f))
-    epochs = [int(float(r["epoch"])) for r in rows if r.get("epoch") and r.get("train/loss_epoch")]
-    bleu = [float(r["val/bleu"]) for r in rows if r.get("val/bleu")]
-    return (max(epochs) + 1 if epochs else None), (max(bleu) if bleu else None)
-
-
-def _override(run: Run, key: str) -> str | None:
-    """`key`'s value on the job's command line (`overrides`: a string in metrics.json, a list in the launcher's
-    record of a job that failed before writing one)."""
-    words = run.metrics.get("overrides") or ""
-    words = words.split() if isinstance(words, str) else [str(w) for w in words]
-    return next((w.split("=", 1)[1] for w in words if w.lstrip("+").startswith(f"{key}=")), None)
-
-
-def job_of(run: Run) -> Job:
-    """A job's family, smoothing and seed from its saved config; a failed job that left no folder, from its
-    command line (the preset's family, the smoothing given, else the experiment's)."""
-    config = load_dict(run.path / ".hydra" / "config.yaml") if run.path and (run.path / ".hydra").is_dir() else {}
-    model, data, trainer = (config.get(k) or {} for k in ("model", "data", "trainer"))
-    family, smoothing = run.family, model.get("label_smoothing")
-    if not config:
-        preset = _override(run, "preset")
-        family = preset.rsplit("/", 1)[-1] if preset else run.family
-        smoothing = _override(run, "model.label_smoothing")
-    seed = run.seed or config.get("seed") or (int(_override(run, "seed")) if _override(run, "seed") else None)
-    epochs, val_bleu = _history(run.path) if run.path else (None, None)
-    return Job(family, float(smoothing or 0.0), seed, run, bool(data.get("joint_vocab")), trainer.get("max_epochs"),
-               epochs, family_of(model) if model.get("_target_") else None,
-               str(model["attention"]) if model.get("attention") is not None else None, val_bleu)
-
-
-def check_unique(jobs: list[Job]) -> None:
-    """Two completed runs of one family, smoothing and seed (a rerun, or one sweep given twice) would count
-    as two seeds and make the pairing depend on the order of the folders: stop, naming them."""
-    seen: dict[tuple, str] = {}
-    for j in jobs:
-        if j.run.failed:
-            continue
-        key = (j.family, j.smoothing, j.seed)
-        if key in seen:
-            raise SystemExit(f"{seen[key]} and {j.run.name} are both {j.family}, label smoothing {j.smoothing:g}, "
-                             f"seed {j.seed}: give each run once")
-        seen[key] = j.run.name
+from seqbench.analysis.translation_jobs import Job, check_unique, completed, job_of, statuses
+from seqbench.analysis.translation_verdict import BLEU_FIELDS, bleu_rows, verdict_lines
+from seqbench.report import read_local
 
 
 def _mean_sd(values: list[float]) -> str:
@@ -129,131 +62,9 @@ def _interval_text(values: list[float]) -> str:
     return f"[{i.low:.2f}, {i.high:.2f}]"
 
 
+COST_COLUMNS = {"training CPU min": "curve/train_cpu_s", "training wall min": "curve/train_time_s"}  # column: seconds logged
 FAMILY_FIELDS = ("family", "label smoothing", "seeds", "test BLEU", "95 % interval", "per seed", "tokenised BLEU",
-                 "best val BLEU", "test ppl", "epochs trained/given", "training CPU min", "training wall min")
-BLEU_FIELDS = ("label_smoothing", "family", "model", "attention_layer", "kind", "seeds", "bleu_mean", "bleu_sd", "low",
-               "high", "val_bleu_mean", "epochs_given", "epochs_trained", "verdict")
-UNRANKED = "unranked"  # a verdict's prefix: the family has no interval to rank by
-
-
-def _completed(jobs: list[Job]) -> dict[float, dict[str, list[Job]]]:
-    """Completed jobs with a test BLEU by label smoothing (largest first), then family, in seed order."""
-    by: dict[float, dict[str, list[Job]]] = {}
-    for j in sorted(jobs, key=lambda j: (-j.smoothing, j.seed or 0)):
-        if not j.run.failed and j.run.metrics.get("test/bleu") is not None:
-            by.setdefault(j.smoothing, {}).setdefault(j.family, []).append(j)
-    return by
-
-
-def _not_ended(jobs) -> dict[str, list[Job]]:
-    """By family, the jobs that have not ended well: running, or failed (their status, the launcher's record)."""
-    by: dict[str, list[Job]] = {}
-    for j in jobs:
-        if j.run.failed:
-            by.setdefault(j.family, []).append(j)
-    return by
-
-
-def _statuses(jobs: list[Job]) -> str:
-    """`2 running`, `1 failed, 1 running`: what became of the jobs that have no score."""
-    counts: dict[str, int] = {}
-    for j in jobs:
-        status = str(j.run.metrics.get("status") or "failed")
-        counts[status] = counts.get(status, 0) + 1
-    return ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
-
-
-def _joined(values) -> str:
-    values = sorted({v for v in values if v is not None})
-    return ";".join(str(v) for v in values)
-
-
-def bleu_rows(jobs: list[Job]) -> list[dict]:
-    """The record the findings read (`seqbench.findings.translation`): per label smoothing and family the seeds,
-    the test BLEU mean, sd and 95 % interval as numbers, the mean best validation BLEU (what a family is chosen
-    on: the test is the score), the epochs given and the fewest trained, and the family's place in that
-    smoothing's verdict: `won`; `tie` (its interval overlaps the best mean's); `below` (its interval lies below
-    the best mean's, whatever it does against the others of the tie); `alone` (the one ranked family);
-    `unranked: one seed` or `unranked: identical seeds`, with the family's jobs that did not end with a test BLEU
-    after a semicolon ("one seed; 1 running"), and a family none of whose jobs has ended a row of its own
-    (`unranked: 2 running`, seeds 0): the findings say which families the verdict does not hold yet. `kind` is the registry's side of its model
-    (`seqbench.findings.family_kind`): the Bahdanau, Luong and plain seq2seq presets are recurrent
-    encoder-decoders (two with an attention layer, `attention_layer`), the Transformer and T5 attention
-    throughout; a family of no known kind stops the command, since the headline would leave it out."""
-    from seqbench.families import order
-    from seqbench.findings import family_kind
-    from seqbench.verdict import t_interval, winner_or_tie
-
-    completed = _completed(jobs)
-    rows = []
-    for smoothing in sorted({j.smoothing for j in jobs}, reverse=True):
-        families = completed.get(smoothing, {})
-        others = _not_ended(j for j in jobs if j.smoothing == smoothing)
-        bleu = {f: [j.run.metrics["test/bleu"] for j in js] for f, js in families.items()}
-        intervals = {f: t_interval(v) for f, v in bleu.items()}
-        ranked = {f: i for f, i in intervals.items() if i.n >= 2 and i.sd}
-        winner, tied = winner_or_tie(ranked, higher_is_better=True)
-        best = max(ranked, key=lambda f: ranked[f].mean) if ranked else None
-        for f in order(set(families) | set(others)):
-            pending = others.get(f, [])
-            js, i = families.get(f, []), intervals.get(f)
-            model = next((j.model for j in js + pending if j.model), None)
-            kind = family_kind(model or f)
-            if kind is None and not js and not model:
-                continue  # jobs that failed before their configuration was written: no family to name (family_rows counts them)
-            if kind is None:
-                raise SystemExit(f"{f}: its model ({model or 'unknown'}) has no kind in the family registry "
-                                 "(seqbench.families: recurrent or attention)")
-            waiting = _statuses(pending)
-            if i is None:
-                rows.append({"label_smoothing": smoothing, "family": f, "model": model or "",
-                             "attention_layer": next((j.attention_layer for j in pending if j.attention_layer), ""),
-                             "kind": kind, "seeds": 0, "bleu_mean": "", "bleu_sd": "", "low": "", "high": "",
-                             "val_bleu_mean": "", "epochs_given": _joined(j.epochs_given for j in pending),
-                             "epochs_trained": "", "verdict": f"{UNRANKED}: {waiting}"})
-                continue
-            place = (f"{UNRANKED}: one seed" if i.n < 2 else f"{UNRANKED}: identical seeds" if not i.sd else
-                     "alone" if len(ranked) < 2 else "won" if f == winner else "tie" if f in tied else "below")
-            assert place != "below" or ranked[f].high < ranked[best].low
-            if pending and place.startswith(UNRANKED):
-                place += f"; {waiting}"
-            val = [j.val_bleu for j in js if j.val_bleu is not None]
-            trained = [j.epochs_trained for j in js if j.epochs_trained is not None]
-            rows.append({"label_smoothing": smoothing, "family": f, "model": model or "",
-                         "attention_layer": js[0].attention_layer or "", "kind": kind, "seeds": i.n,
-                         "bleu_mean": i.mean, "bleu_sd": "" if i.sd is None else i.sd,
-                         "low": "" if i.sd is None else i.low, "high": "" if i.sd is None else i.high,
-                         "val_bleu_mean": statistics.fmean(val) if len(val) == len(js) else "",
-                         "epochs_given": _joined(j.epochs_given for j in js),
-                         "epochs_trained": min(trained) if len(trained) == len(js) else "", "verdict": place})
-    return rows
-
-
-def verdict_lines(rows: list[dict]) -> list[str]:
-    """Per label-smoothing value run by two families or more, `bleu_rows`'s verdict in words: a paragraph each,
-    starting "Verdict", which a page's table marker takes with `notes=Verdict` (`seqbench.pages`)."""
-    by: dict[float, list[dict]] = {}
-    for r in rows:
-        by.setdefault(r["label_smoothing"], []).append(r)
-    lines = []
-    for smoothing, rs in by.items():
-        if len(rs) < 2:
-            continue
-        place = {p: [r["family"] for r in rs if r["verdict"] == p] for p in ("won", "tie", "below", "alone")}
-        unranked = [f"{r['family']} ({r['verdict'].split(': ', 1)[1]})" for r in rs if r["verdict"].startswith(UNRANKED)]
-        ranked = [r for r in rs if not r["verdict"].startswith(UNRANKED)]
-        if place["won"]:
-            head = f"**{place['won'][0]} wins**: its interval lies above every other ranked family's"
-        elif place["tie"]:
-            best = max(ranked, key=lambda r: r["bleu_mean"])["family"]
-            head = f"**tie ({', '.join(place['tie'])})**: each interval overlaps that of the best mean ({best})"
-        else:
-            head = "**no ranking**: fewer than two families have two seeds or more that differ" + (
-                f" (ranked alone: {', '.join(place['alone'])})" if place["alone"] else "")
-        notes = ([f"below the best mean's interval: {', '.join(place['below'])}"] if place["below"] else []) + \
-                ([f"not ranked: {', '.join(unranked)}"] if unranked else [])
-        lines.append(f"Verdict at label smoothing {smoothing:g}: {head}" + "".join(f"; {n}" for n in notes) + ".")
-    return lines
+                 "best val BLEU", "test ppl", "epochs trained/given", *COST_COLUMNS)
 
 
 def family_rows(jobs: list[Job]) -> list[dict]:
@@ -269,11 +80,11 @@ def family_rows(jobs: list[Job]) -> list[dict]:
         bleu = [j.run.metrics["test/bleu"] for j in done if j.run.metrics.get("test/bleu") is not None]
         tok = [j.run.metrics["test/bleu_tok"] for j in done if j.run.metrics.get("test/bleu_tok") is not None]
         ppl = [j.run.metrics["test/ppl"] for j in done if j.run.metrics.get("test/ppl") is not None]
-        minutes = {key: [j.run.metrics[key] / 60 for j in done if j.run.metrics.get(key)]
-                   for key in ("curve/train_cpu_s", "curve/train_time_s")}
+        minutes = {column: [j.run.metrics[key] / 60 for j in done if j.run.metrics.get(key)]
+                   for column, key in COST_COLUMNS.items()}
         # a job restored from the sweep archive keeps its validation curve, not the epoch column
         epochs = sorted({f"{'?' if j.epochs_trained is None else j.epochs_trained}/{j.epochs_given}" for j in done})
-        others = _statuses([j for j in js if j.run.failed])
+        others = statuses([j for j in js if j.run.failed])
         rows.append({
             "family": family, "label smoothing": f"{smoothing:g}",
             "seeds": f"{len(done)}" + (f" ({others})" if others else ""),
@@ -285,8 +96,7 @@ def family_rows(jobs: list[Job]) -> list[dict]:
             "best val BLEU": _mean_sd([j.val_bleu for j in done if j.val_bleu is not None]),
             "test ppl": (f"{statistics.fmean(ppl):.2f}" + ("†" if any(j.joint_vocab for j in done) else "")) if ppl else "–",
             "epochs trained/given": ", ".join(epochs) or "–",
-            **{column: f"{statistics.fmean(minutes[key]):.0f}" if minutes[key] else "–"
-               for column, key in (("training CPU min", "curve/train_cpu_s"), ("training wall min", "curve/train_time_s"))}})
+            **{column: f"{statistics.fmean(m):.0f}" if m else "–" for column, m in minutes.items()}})
     return rows
 
 
@@ -301,15 +111,15 @@ def gap_rows(jobs: list[Job], bleu: list[dict]) -> list[dict]:
     from seqbench.analysis.bleu_bootstrap import RESAMPLES, gap_interval, run_stats
 
     kinds = {(r["label_smoothing"], r["family"]): r["kind"] for r in bleu}
-    completed = _completed(jobs)
-    done = [j for families in completed.values() for js in families.values() for j in js]
+    by_smoothing = completed(jobs)
+    done = [j for families in by_smoothing.values() for js in families.values() for j in js]
     read = {id(j): run_stats(j.run.path, j.run.metrics["test/bleu"]) if j.run.path else None for j in done}
     references = {v[1]: j.run.name for j in done if (v := read[id(j)]) is not None}
     if len(references) > 1:
         raise SystemExit(f"the runs scored different references ({', '.join(sorted(references.values()))} differ): "
                          "no paired comparison")
     rows = []
-    for smoothing, families in completed.items():
+    for smoothing, families in by_smoothing.items():
         stats = {f: [read[id(j)] for j in js] for f, js in families.items()}
         side = lambda kind: [f for f in families if kinds[smoothing, f] == kind and all(v is not None for v in stats[f])]  # noqa: E731
         for a in side("attention"):

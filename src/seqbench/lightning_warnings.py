@@ -6,11 +6,11 @@ the warnings that matter among repeats. Each entry below names why it is false a
 case the warning stays.
 
 - **"your dataloader is not resumable ... unreliable results"** on a resume from a mid-epoch checkpoint:
-  Lightning asks the *loader*; the language-model and probe data modules save and restore their place in
-  the epoch themselves (`state_dict` / `load_state_dict`), and the tests prove the resumed weights
-  identical to the uninterrupted run's (tests/test_resume.py: the recurrent families' streams and a probe;
-  tests/test_attention_lm.py: the attention models' windows). Silenced for a data module that keeps its
-  place.
+  Lightning asks the *loader*; the language-model, probe and translation data modules save and restore
+  their place in the epoch themselves (`state_dict` / `load_state_dict`), and the tests prove the resumed
+  weights identical to the uninterrupted run's (tests/test_resume.py: the recurrent families' streams, a
+  probe, a translation model; tests/test_attention_lm.py: the attention models' windows). Silenced for a
+  data module that keeps its place.
 - **"Your `IterableDataset` has `__len__` defined ... (when num_workers > 1)"**: printed for every
   iterable dataset whatever its workers; the warning is about several worker processes each yielding the
   whole stream. Silenced for a data module whose loaders run in this process (`num_workers` 0 or absent).

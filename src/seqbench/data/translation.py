@@ -16,6 +16,11 @@ pairs, sorts the pool by source length and cuts it into batches, then shuffles t
 padding, still random. Evaluation sorts the whole split. The loaders are `IterableDataset`s yielding
 whole batches, sharded by rank (`batches[rank::world]`), so Lightning injects no DistributedSampler
 and every rank sees a disjoint part of each epoch.
+
+A run resumed mid-epoch continues at the batch after the last one it trained on: the training order is a
+function of (seed, epoch), and the data module saves its place in it with the checkpoint. Lightning alone
+would restart the epoch's iterator and train its first batches a second time, in place of its last ones
+(a sweep stopped at a session's end and resumed in the next did exactly that before this).
 """
 
 from __future__ import annotations
@@ -63,6 +68,7 @@ class BucketBatches(IterableDataset):
         self.train, self.seed, self.rank, self.world, self.pool = train, seed, rank, world, bucket_pool
         self.epoch = epoch
         self.transform = transform  # (pair, epoch) -> pair, e.g. fresh span corruption every epoch
+        self.start = 0  # resume: this rank's first batch of the next pass (training only)
 
     def batches(self) -> list[list[int]]:
         order = list(range(len(self.pairs)))
@@ -84,12 +90,16 @@ class BucketBatches(IterableDataset):
         return len(self.batches()[self.rank:: self.world])
 
     def __iter__(self):
+        """Training batches carry `window`, their number in this rank's epoch, for the data module to save
+        its place (it removes the key before the model sees the batch)."""
         epoch = self.epoch() if self.train else 0
-        for batch in self.batches()[self.rank:: self.world]:
-            pairs = [self.pairs[i] for i in batch]
+        start, self.start = self.start, 0  # a resume offset applies to one pass only
+        batches = self.batches()[self.rank:: self.world]
+        for b in range(start, len(batches)):
+            pairs = [self.pairs[i] for i in batches[b]]
             if self.transform is not None:
                 pairs = [self.transform(p, epoch) for p in pairs]
-            yield collate(pairs, *self.specials)
+            yield {**collate(pairs, *self.specials), "window": b} if self.train else collate(pairs, *self.specials)
 
 
 class TranslationDataModule(L.LightningDataModule):
@@ -126,6 +136,8 @@ class TranslationDataModule(L.LightningDataModule):
         self.tgt_tok: SubwordTokenizer | None = None
         self.pairs: dict[str, list] = {}
         self.texts: dict[str, tuple[list[str], list[str]]] = {}
+        self._train_next_window, self._train_epoch = 0, None  # where training is in its epoch (saved)
+        self._resume_at: tuple[int | None, int] | None = None  # (epoch, batch) a checkpoint restored
 
     @property
     def folder(self) -> Path:
@@ -177,7 +189,7 @@ class TranslationDataModule(L.LightningDataModule):
                                 "direction": f"{self.source}-{self.target}", **self.decoding})
 
     # -- loaders ------------------------------------------------------------------------------
-    def _loader(self, split: str, batch_size: int, train: bool) -> DataLoader:
+    def _loader(self, split: str, batch_size: int, train: bool, start: int = 0) -> DataLoader:
         trainer = self.trainer
         rank, world = (trainer.global_rank, trainer.world_size) if trainer is not None else (0, 1)
         if train and batch_size % world:
@@ -187,13 +199,35 @@ class TranslationDataModule(L.LightningDataModule):
                                 rank, world, self.bucket_pool,
                                 epoch=(lambda: trainer.current_epoch) if trainer is not None else (lambda: 0),
                                 transform=self.transform)
+        dataset.start = start if start < len(dataset) else 0  # saved at the very end of an epoch: from 0
         return DataLoader(dataset, batch_size=None, generator=torch.Generator().manual_seed(0))
 
     def train_dataloader(self) -> DataLoader:
-        return self._loader("train", self.batch_size, train=True)
+        # a checkpoint's place applies only to the epoch it was saved in (the next loader starts at 0)
+        (epoch, start), self._resume_at = self._resume_at or (None, 0), None
+        if epoch is not None and self.trainer is not None and epoch != self.trainer.current_epoch:
+            start = 0
+        return self._loader("train", self.batch_size, train=True, start=start)
 
     def val_dataloader(self) -> DataLoader:
         return self._loader("valid", self.eval_batch_size, train=False)
 
     def test_dataloader(self) -> DataLoader:
         return self._loader("test", self.eval_batch_size, train=False)
+
+    # -- resume mid-epoch: remember the next training batch -------------------------------------
+    def on_before_batch_transfer(self, batch, dataloader_idx: int):
+        if self.trainer is not None and self.trainer.training and isinstance(batch, dict) and "window" in batch:
+            self._train_next_window, self._train_epoch = batch["window"] + 1, self.trainer.current_epoch
+        if isinstance(batch, dict) and "window" in batch:
+            batch = {k: v for k, v in batch.items() if k != "window"}
+        return batch
+
+    def state_dict(self) -> dict:
+        return {"train_next_window": self._train_next_window, "train_epoch": self._train_epoch}
+
+    def load_state_dict(self, state_dict: dict) -> None:
+        epoch = state_dict.get("train_epoch")
+        self._train_next_window = int(state_dict.get("train_next_window", 0))
+        self._train_epoch = None if epoch is None else int(epoch)
+        self._resume_at = (self._train_epoch, self._train_next_window)

@@ -110,11 +110,9 @@ def test_a_probe_resumed_mid_epoch_reproduces_the_uninterrupted_run_exactly(tmp_
         torch.testing.assert_close(final_c[name], final_a[name], rtol=0, atol=0, msg=name)
 
 
-@pytest.mark.slow
-def test_a_translation_run_resumed_mid_epoch_reproduces_the_uninterrupted_run_exactly(tmp_path):
-    """Translation keeps its place too (seqbench.data.translation: the saved batch of the (seed, epoch) order).
-    Without it Lightning restarts the epoch's iterator, and the resumed run trains the epoch's first batches
-    again in place of batches 4 to 7: the weights differ."""
+def _translation_run(tmp_path, folder, ckpt=None, every=4, **trainer_args):
+    """A tiny attention seq2seq fitted on the synthetic reversal pairs (10 batches an epoch), dropout on; a
+    last.ckpt every `every` steps. Returns that checkpoint's path."""
     from functools import partial
 
     import lightning as L
@@ -124,32 +122,53 @@ def test_a_translation_run_resumed_mid_epoch_reproduces_the_uninterrupted_run_ex
     from seqbench.lightning_warnings import keeps_its_place
     from seqbench.models.recurrent import RecurrentModel
 
-    def run(folder, max_steps, ckpt=None):
-        data = ReversalTranslationData(str(tmp_path / "tok"), sizes=(320, 20, 20), batch_size=32, seed=3)
-        data.setup()
-        assert keeps_its_place(data)
-        torch.manual_seed(0)
-        model = RecurrentModel(data.spec, partial(torch.optim.Adam, lr=3e-3), cell="gru", embedding_size=16,
-                               hidden_size=16, num_layers=1, dropout=0.3, bidirectional=True, attention="bahdanau",
-                               tie_weights=False)
-        # every 4 steps a last.ckpt, nothing at the epoch's end (10 batches): what a run killed after step 4 leaves
-        keep = ModelCheckpoint(dirpath=tmp_path / folder, every_n_train_steps=4, save_top_k=0, save_last=True)
-        trainer = L.Trainer(max_steps=max_steps, limit_val_batches=0, num_sanity_val_steps=0, logger=False,
-                            callbacks=[keep], enable_progress_bar=False, enable_model_summary=False, accelerator="cpu",
-                            default_root_dir=str(tmp_path / folder))
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            trainer.fit(model, datamodule=data, ckpt_path=ckpt)
-        return tmp_path / folder / "last.ckpt"
+    data = ReversalTranslationData(str(tmp_path / "tok"), sizes=(320, 20, 20), batch_size=32, seed=3)
+    data.setup()
+    assert keeps_its_place(data)
+    torch.manual_seed(0)
+    model = RecurrentModel(data.spec, partial(torch.optim.Adam, lr=3e-3), cell="gru", embedding_size=16,
+                           hidden_size=16, num_layers=1, dropout=0.3, bidirectional=True, attention="bahdanau",
+                           tie_weights=False)
+    keep = ModelCheckpoint(dirpath=tmp_path / folder, every_n_train_steps=every, save_top_k=0, save_last=True)
+    trainer = L.Trainer(limit_val_batches=0, num_sanity_val_steps=0, logger=False, callbacks=[keep],
+                        enable_progress_bar=False, enable_model_summary=False, accelerator="cpu",
+                        default_root_dir=str(tmp_path / folder), **trainer_args)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        trainer.fit(model, datamodule=data, ckpt_path=ckpt)
+    return tmp_path / folder / "last.ckpt"
 
-    straight = run("a", 8)
-    interrupted = run("b", 4)
+
+def _same_weights(a, b, steps):
+    final_a, state_a = _weights(a)
+    final_b, state_b = _weights(b)
+    assert state_a["global_step"] == state_b["global_step"] == steps
+    for name in final_a:  # same batches, dropout masks and rate: identical weights
+        torch.testing.assert_close(final_b[name], final_a[name], rtol=0, atol=0, msg=name)
+
+
+@pytest.mark.slow
+def test_a_translation_run_resumed_mid_epoch_reproduces_the_uninterrupted_run_exactly(tmp_path):
+    """Translation keeps its place too (seqbench.data.translation: the saved batch of the (seed, epoch) order).
+    Without it Lightning restarts the epoch's iterator, and the resumed run trains the epoch's first batches
+    again in place of batches 4 to 7: the weights differ."""
+    straight = _translation_run(tmp_path, "a", max_steps=8)
+    interrupted = _translation_run(tmp_path, "b", max_steps=4)  # what a run killed after step 4 leaves
     _, state = _weights(interrupted)
     assert state["global_step"] == 4
     assert state["ReversalTranslationData"] == {"train_next_window": 4, "train_epoch": 0}  # the data module's place
-    resumed = run("c", 8, ckpt=str(interrupted))
-    final_a, state_a = _weights(straight)
-    final_c, state_c = _weights(resumed)
-    assert state_a["global_step"] == state_c["global_step"] == 8
-    for name in final_a:  # same batches, dropout masks and rate: identical weights
-        torch.testing.assert_close(final_c[name], final_a[name], rtol=0, atol=0, msg=name)
+    _same_weights(straight, _translation_run(tmp_path, "c", max_steps=8, ckpt=str(interrupted)), 8)
+
+
+@pytest.mark.slow
+def test_a_run_resumed_after_an_epoch_cut_short_starts_the_next_epoch_at_its_first_batch(tmp_path):
+    """With `limit_train_batches` an epoch ends before the loader does: its checkpoint must send the resumed
+    run to the next epoch's first batch (seqbench.data.epoch_place), not to the loader's next one. Lightning
+    asks for the resumed run's loader before moving its epoch on, so a saved place of 5 of 10 batches read
+    as "mid-epoch" made the next epoch train its batches 5 to 9 only."""
+    cut = {"limit_train_batches": 5, "every": 5}  # a checkpoint after each epoch's last batch
+    straight = _translation_run(tmp_path, "a", max_epochs=2, **cut)
+    ended = _translation_run(tmp_path, "b", max_epochs=1, **cut)
+    _, state = _weights(ended)
+    assert state["global_step"] == 5 and state["ReversalTranslationData"]["train_next_window"] == 0
+    _same_weights(straight, _translation_run(tmp_path, "c", max_epochs=2, ckpt=str(ended), **cut), 10)

@@ -26,6 +26,7 @@ import lightning as L
 import torch
 from torch.utils.data import DataLoader
 
+from seqbench.data.epoch_place import next_batch
 from seqbench.data.spec import TaskSpec
 from seqbench.data.streams import StreamWindows
 from seqbench.data.vocab import EOS, UNK, Vocab, char_tokens, word_tokens
@@ -238,7 +239,8 @@ class LanguageModelDataModule(L.LightningDataModule):
         return batch
 
     def state_dict(self) -> dict:
-        return {"train_next_window": self._train_next_window, "train_epoch": self._train_epoch}
+        return {"train_next_window": next_batch(self.trainer, self._train_next_window),
+                "train_epoch": self._train_epoch}
 
     def load_state_dict(self, state_dict: dict) -> None:
         epoch = state_dict.get("train_epoch")  # absent in older checkpoints: the offset alone, as before

@@ -26,6 +26,7 @@ import torch
 from torch.utils.data import DataLoader, IterableDataset
 
 from seqbench.data import probes
+from seqbench.data.epoch_place import next_batch
 from seqbench.data.spec import TaskSpec
 
 SPLIT_IDS = {"train": 0, "val": 1, "test": 2}
@@ -147,7 +148,7 @@ class ProbeDataModule(L.LightningDataModule):
         return batch
 
     def state_dict(self) -> dict:
-        return {"train_next_window": self._train_next_window}
+        return {"train_next_window": next_batch(self.trainer, self._train_next_window)}
 
     def load_state_dict(self, state_dict: dict) -> None:
         self._train_next_window = int(state_dict.get("train_next_window", 0))

@@ -33,6 +33,7 @@ import lightning as L
 import torch
 from torch.utils.data import DataLoader, IterableDataset
 
+from seqbench.data.epoch_place import next_batch
 from seqbench.data.spec import TaskSpec
 from seqbench.data.streams import IGNORE_INDEX
 from seqbench.data.subword import SubwordTokenizer, cached_tokenizer
@@ -224,7 +225,8 @@ class TranslationDataModule(L.LightningDataModule):
         return batch
 
     def state_dict(self) -> dict:
-        return {"train_next_window": self._train_next_window, "train_epoch": self._train_epoch}
+        return {"train_next_window": next_batch(self.trainer, self._train_next_window),
+                "train_epoch": self._train_epoch}
 
     def load_state_dict(self, state_dict: dict) -> None:
         epoch = state_dict.get("train_epoch")

@@ -209,7 +209,7 @@ def copy_joint(tmp_path_factory):
 # needs more steps to find positions, copies in order (the diagonal). The rate decays linearly to a
 # tenth: at a constant rate BLEU swings between steps (reversal, 5 seeds: 70-99 at step 200, 86-100
 # at 400 on an AMD EPYC); decayed, every seed ends at 100 (reversal) and 96+ (copy). T5 copies too, but
-# under the same Adam it needs about three times the Transformer's steps (its unit-scale embedding and
+# under the same Adam it needs two to three times the Transformer's steps (its unit-scale embedding and
 # relative position buckets learned from scratch): at 500 steps 58 BLEU (seed 0), at 1,000 96-99 (seeds
 # 0-2), at 1,500 97.4-99.8 (seeds 0-5; AMD EPYC, 2026-12-06). A T5 that cannot tell positions apart (its
 # relative bias broken) stays far below: the test is what says its Multi30k BLEU is slow learning, not a bug.

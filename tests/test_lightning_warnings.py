@@ -74,9 +74,11 @@ def test_a_false_warning_is_silenced_only_where_it_is_false():
     from seqbench.data.lm import LanguageModelDataModule
     from seqbench.data.mnist import MNISTDataModule
     from seqbench.data.synthetic import ProbeDataModule
+    from seqbench.data.translation import TranslationDataModule
 
     assert lw.keeps_its_place(LanguageModelDataModule.__new__(LanguageModelDataModule))
     assert lw.keeps_its_place(ProbeDataModule.__new__(ProbeDataModule))
+    assert lw.keeps_its_place(TranslationDataModule.__new__(TranslationDataModule))
     assert not lw.keeps_its_place(MNISTDataModule.__new__(MNISTDataModule))
     assert _through(_LM(), **RESUMED) == set()
     assert _through(_LM()) == {lw.CHECKPOINT_DIR, lw.LOGS_DIR}  # a new run's full folders: true there

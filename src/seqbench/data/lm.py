@@ -26,7 +26,7 @@ import lightning as L
 import torch
 from torch.utils.data import DataLoader
 
-from seqbench.data.epoch_place import next_batch
+from seqbench.data.epoch_place import EpochPlace
 from seqbench.data.spec import TaskSpec
 from seqbench.data.streams import StreamWindows
 from seqbench.data.vocab import EOS, UNK, Vocab, char_tokens, word_tokens
@@ -36,11 +36,12 @@ from seqbench.errors import ConfigError
 SPLITS = ("train", "valid", "test")
 
 
-class LanguageModelDataModule(L.LightningDataModule):
+class LanguageModelDataModule(EpochPlace, L.LightningDataModule):
     """Word- or character-level LM corpus as token streams; subclasses implement `split_texts`."""
 
     task = "lm"
     corpus = "corpus"  # folder name under data_dir, and the name users see in messages
+    model_reads_window = True  # EpochPlace keeps the batch's window: a stream's state resets at window 0
 
     def __init__(
         self,
@@ -79,9 +80,6 @@ class LanguageModelDataModule(L.LightningDataModule):
         self.seed = seed  # windows: the order of training tiles is a function of (seed, epoch)
         self.vocab: Vocab | None = None
         self.streams: dict[str, torch.Tensor] = {}
-        self._train_next_window = 0  # saved in checkpoints: where a resumed epoch continues
-        self._train_epoch: int | None = None  # the epoch that window belongs to
-        self._resume_at: tuple[int | None, int] | None = None  # (epoch, window) from a loaded checkpoint
 
     # -- what a corpus provides -------------------------------------------------------------
     @property
@@ -190,10 +188,7 @@ class LanguageModelDataModule(L.LightningDataModule):
         # reload (variable BPTT rebuilds the loader every epoch) starts at window 0. Carrying the last
         # epoch's count over instead made variable-BPTT epochs that came out longer than the one
         # before train only their last few windows (found in experiment=ptb_awd_cpu, 2026-11-25).
-        (epoch, start), self._resume_at = self._resume_at or (None, 0), None
-        if epoch is not None and self.trainer is not None and epoch != self.trainer.current_epoch:
-            start = 0  # saved at the end of an epoch: the resumed run begins the next one
-        return self._loader("train", self.batch_size, start)
+        return self._loader("train", self.batch_size, self.resume_start())
 
     def val_dataloader(self) -> DataLoader:
         return self._loader("valid", self.eval_batch_size)
@@ -230,23 +225,6 @@ class LanguageModelDataModule(L.LightningDataModule):
             context = model.context
             return {"eval/min_context": context - (self.eval_stride or max(1, context // 2))}
         return {"eval/column_tokens": self.num_tokens("test") // self.eval_batch_size}
-
-    # -- resume mid-epoch: remember the next training window ----------------------------------
-    def on_before_batch_transfer(self, batch, dataloader_idx: int):
-        if self.trainer is not None and self.trainer.training and isinstance(batch, dict) and "window" in batch:
-            self._train_next_window = batch["window"] + 1
-            self._train_epoch = self.trainer.current_epoch
-        return batch
-
-    def state_dict(self) -> dict:
-        return {"train_next_window": next_batch(self.trainer, self._train_next_window),
-                "train_epoch": self._train_epoch}
-
-    def load_state_dict(self, state_dict: dict) -> None:
-        epoch = state_dict.get("train_epoch")  # absent in older checkpoints: the offset alone, as before
-        self._train_next_window = int(state_dict.get("train_next_window", 0))
-        self._train_epoch = None if epoch is None else int(epoch)
-        self._resume_at = (self._train_epoch, self._train_next_window)
 
 
 class LMTokenizer:

@@ -26,7 +26,7 @@ import torch
 from torch.utils.data import DataLoader, IterableDataset
 
 from seqbench.data import probes
-from seqbench.data.epoch_place import next_batch
+from seqbench.data.epoch_place import EpochPlace
 from seqbench.data.spec import TaskSpec
 
 SPLIT_IDS = {"train": 0, "val": 1, "test": 2}
@@ -81,7 +81,7 @@ class FixedBatches(IterableDataset):
             yield _rows(batch, self.rank, self.world_size)
 
 
-class ProbeDataModule(L.LightningDataModule):
+class ProbeDataModule(EpochPlace, L.LightningDataModule):
     """What the three probes share. A subclass defines `make(n, generator) -> batch dict`,
     `baseline() -> {"loss": .., "acc": ..}` and the `spec` property, and sets `task`."""
 
@@ -100,7 +100,6 @@ class ProbeDataModule(L.LightningDataModule):
         self.sizes = {"train": train_size, "val": val_size, "test": test_size}
         self.seed = seed
         self.fixed: dict[str, dict] = {}
-        self._train_next_window = 0
 
     def setup(self, stage: str | None = None) -> None:
         if not self.fixed:
@@ -122,7 +121,7 @@ class ProbeDataModule(L.LightningDataModule):
         epoch = (lambda: self.trainer.current_epoch) if self.trainer is not None else None
         dataset = FreshBatches(self.make, self.batch_size, self.sizes["train"] // self.batch_size, self.seed,
                                rank, world, epoch)
-        start, self._train_next_window = self._train_next_window, 0
+        start = self.resume_start()
         dataset.start = start if start < len(dataset) else 0
         # batch_size=None: whole batches; a private generator keeps the global RNG (dropout) untouched
         return DataLoader(dataset, batch_size=None, generator=torch.Generator().manual_seed(0))
@@ -139,19 +138,6 @@ class ProbeDataModule(L.LightningDataModule):
 
     def test_dataloader(self) -> DataLoader:
         return self._eval_loader("test")
-
-    # -- resume mid-epoch: remember the next training batch -----------------------------------
-    def on_before_batch_transfer(self, batch, dataloader_idx: int):
-        if self.trainer is not None and self.trainer.training and isinstance(batch, dict) and "window" in batch:
-            self._train_next_window = batch["window"] + 1
-            batch = {k: v for k, v in batch.items() if k != "window"}
-        return batch
-
-    def state_dict(self) -> dict:
-        return {"train_next_window": next_batch(self.trainer, self._train_next_window)}
-
-    def load_state_dict(self, state_dict: dict) -> None:
-        self._train_next_window = int(state_dict.get("train_next_window", 0))
 
 
 class CopyDataModule(ProbeDataModule):

@@ -33,7 +33,7 @@ import lightning as L
 import torch
 from torch.utils.data import DataLoader, IterableDataset
 
-from seqbench.data.epoch_place import next_batch
+from seqbench.data.epoch_place import EpochPlace
 from seqbench.data.spec import TaskSpec
 from seqbench.data.streams import IGNORE_INDEX
 from seqbench.data.subword import SubwordTokenizer, cached_tokenizer
@@ -103,7 +103,7 @@ class BucketBatches(IterableDataset):
             yield {**collate(pairs, *self.specials), "window": b} if self.train else collate(pairs, *self.specials)
 
 
-class TranslationDataModule(L.LightningDataModule):
+class TranslationDataModule(EpochPlace, L.LightningDataModule):
     """Parallel corpus as subword-id pairs; subclasses implement `split_pairs` and `checksums`."""
 
     task = "translation"
@@ -137,8 +137,6 @@ class TranslationDataModule(L.LightningDataModule):
         self.tgt_tok: SubwordTokenizer | None = None
         self.pairs: dict[str, list] = {}
         self.texts: dict[str, tuple[list[str], list[str]]] = {}
-        self._train_next_window, self._train_epoch = 0, None  # where training is in its epoch (saved)
-        self._resume_at: tuple[int | None, int] | None = None  # (epoch, batch) a checkpoint restored
 
     @property
     def folder(self) -> Path:
@@ -204,32 +202,10 @@ class TranslationDataModule(L.LightningDataModule):
         return DataLoader(dataset, batch_size=None, generator=torch.Generator().manual_seed(0))
 
     def train_dataloader(self) -> DataLoader:
-        # a checkpoint's place applies only to the epoch it was saved in (the next loader starts at 0)
-        (epoch, start), self._resume_at = self._resume_at or (None, 0), None
-        if epoch is not None and self.trainer is not None and epoch != self.trainer.current_epoch:
-            start = 0
-        return self._loader("train", self.batch_size, train=True, start=start)
+        return self._loader("train", self.batch_size, train=True, start=self.resume_start())
 
     def val_dataloader(self) -> DataLoader:
         return self._loader("valid", self.eval_batch_size, train=False)
 
     def test_dataloader(self) -> DataLoader:
         return self._loader("test", self.eval_batch_size, train=False)
-
-    # -- resume mid-epoch: remember the next training batch -------------------------------------
-    def on_before_batch_transfer(self, batch, dataloader_idx: int):
-        if self.trainer is not None and self.trainer.training and isinstance(batch, dict) and "window" in batch:
-            self._train_next_window, self._train_epoch = batch["window"] + 1, self.trainer.current_epoch
-        if isinstance(batch, dict) and "window" in batch:
-            batch = {k: v for k, v in batch.items() if k != "window"}
-        return batch
-
-    def state_dict(self) -> dict:
-        return {"train_next_window": next_batch(self.trainer, self._train_next_window),
-                "train_epoch": self._train_epoch}
-
-    def load_state_dict(self, state_dict: dict) -> None:
-        epoch = state_dict.get("train_epoch")
-        self._train_next_window = int(state_dict.get("train_next_window", 0))
-        self._train_epoch = None if epoch is None else int(epoch)
-        self._resume_at = (self._train_epoch, self._train_next_window)

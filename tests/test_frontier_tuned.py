@@ -230,12 +230,12 @@ def test_the_tier_beyond_is_not_read_as_lacking_the_sizes_or_seeds_it_never_trai
     experiment = Experiment("tune_frontier")
 
     def run(family, tier, size, seed):
-        r = _final(family, tier, 1.0, 256, 2.0, 2.0 + seed / 1000, seed=seed, params={"s": 1, "m": 2, "l": 3}[size])
+        r = _final(family, tier, 1.0, 256, 2.0, 2.0 + seed / 1000, seed=seed, params=experiment.sizes.index(size) + 1)
         r.metrics["tune/size"] = size
         return r
 
     # the frontier complete: every size once (seed 1234), seeds 2 and 3 of size m
-    runs = [run(f, t, size, 1234) for f in experiment.presets for t in experiment.tiers() for size in "sml"]
+    runs = [run(f, t, size, 1234) for f in experiment.presets for t in experiment.tiers() for size in experiment.sizes]
     runs += [run(f, t, "m", seed) for f in experiment.presets for t in experiment.tiers() for seed in (2, 3)]
     runs += [run("lstm", 1e14, "l", seed) for seed in (1234, 2)]  # the tier beyond: one size, two seeds
     cells = len(experiment.presets) * len(experiment.tiers()) + 1

@@ -116,5 +116,5 @@ def test_a_family_s_chosen_size_builds_that_size_and_a_bad_one_fails_first(tmp_p
     other = _compose("tune_frontier", "gpt", tmp_path, "tune.per_family={lstm:{size:l}}")
     assert apply_tuning(other)["tune/size"] == "m"  # another family's entry leaves the sweep's size
     bad = _compose("tune_frontier", "lstm", tmp_path, "tune.per_family={lstm:{size:xl}}")
-    with pytest.raises(ConfigError, match=r"size=xl is not one of this preset's sizes: s, m, l\."):
+    with pytest.raises(ConfigError, match=r"size=xl is not one of this preset's sizes: xxs, xs, s, m, l\."):
         apply_tuning(bad)

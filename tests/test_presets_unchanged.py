@@ -14,6 +14,12 @@ experiment's values would win where both set a key. tests/fixtures/sweep_presets
 holds every job of every experiment that sweeps presets, recorded the same way on main before the move
 (`experiment=X +family=<each preset of its list>`, the other sweep axes at their first value): each
 resolves as it did.
+
+Issue 65 derived the compared families' presets from the registries (`python -m seqbench.presets`) and
+moved their learning rates to the recipes. tests/fixtures/presets_before_issue65.json holds every preset
+file at every size of its table (`preset=frontier/ptb/ssm size=xs`), composed at ce20a72 before the change
+by tests/preset_record.py; those the issue-34 record does not hold already (the parallel recurrences',
+the frontier's other sizes) are composed again here and compared key by key.
 """
 
 from __future__ import annotations
@@ -24,30 +30,11 @@ import os
 import pytest
 from conftest import CONF, FIXTURES, ROOT, compose_cfg
 from omegaconf import OmegaConf
+from preset_record import CONTEXT, args_of, resolved
 
 BEFORE = json.loads((FIXTURES / "presets_before_issue34.json").read_text())
+BEFORE_65 = json.loads((FIXTURES / "presets_before_issue65.json").read_text())
 SWEEP_JOBS = json.loads((FIXTURES / "sweep_presets_before_issue34.json").read_text())
-CONTEXT = {"probe": ["experiment=long_range"],
-           "pretraining": ["experiment=pretraining", "pretrained.bert=x", "pretrained.gpt=x"]}
-
-
-def resolved(cfg, places: dict[str, str]) -> dict:
-    """Every key of `cfg` but Hydra's, flattened (`model.optimizer.lr`) and resolved, with the paths of
-    this checkout written as their `places` names."""
-    plain = OmegaConf.to_container(cfg, resolve=True)
-    plain.pop("hydra")
-
-    def flat(node, prefix=""):
-        for k, v in node.items():
-            if isinstance(v, dict) and v:
-                yield from flat(v, f"{prefix}{k}.")
-            else:
-                yield f"{prefix}{k}", v
-
-    text = json.dumps(dict(flat(plain)), sort_keys=True)
-    for path, name in sorted(places.items(), key=lambda kv: -len(kv[0])):
-        text = text.replace(path, name)
-    return json.loads(text)
 
 
 def test_every_recorded_preset_is_still_a_preset():
@@ -101,3 +88,20 @@ def test_every_recorded_sweep_over_presets_still_sweeps_them():
 @pytest.mark.parametrize("job", sorted(SWEEP_JOBS))
 def test_a_sweep_job_resolves_as_it_did_under_family(job, tmp_path):
     assert_resolves_as_before(job.split(), SWEEP_JOBS[job], tmp_path)
+
+
+def _also_recorded_before_issue34(command: str) -> bool:
+    """`preset=frontier/ptb/lstm size=m` is the issue-34 record's `preset=frontier/ptb/lstm` (m is the default)."""
+    preset, *size = command.split()
+    return command in BEFORE or (size == ["size=m"] and preset in BEFORE)
+
+
+def test_every_preset_recorded_before_issue65_is_still_a_preset_with_its_sizes():
+    from preset_record import preset_commands
+
+    assert set(BEFORE_65) <= set(preset_commands()), set(BEFORE_65) - set(preset_commands())
+
+
+@pytest.mark.parametrize("command", sorted(c for c in BEFORE_65 if not _also_recorded_before_issue34(c)))
+def test_a_preset_resolves_as_it_did_before_it_was_derived(command, tmp_path):
+    assert_resolves_as_before(args_of(command), BEFORE_65[command], tmp_path)

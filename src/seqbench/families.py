@@ -17,11 +17,19 @@ what the rest of the code would otherwise type in a list of its own:
   Shakespeare family sweeps, the FLOPs frontier, the long-range probes): their lists are
   `${families:<preset folder>}` in the experiment files (`presets`);
 - **tiny**: overrides that shrink it to a model a CPU trains a step of in well under a second (the
-  matrix's one-step check and the tests' per-family sizes).
+  matrix's one-step check and the tests' per-family sizes);
+- **width, tied, depth, heads, table**: how it is sized (issue 65). `width` names the model keys the
+  sizing solver (`seqbench.sizing`) sets to one width, `tied` the keys that follow the width when the
+  decoder is tied to the embedding (an LSTM's embedding_size), `depth` its number of layers (a
+  comparison may set it per size: the attention stacks deepen along the frontier), `heads` the key
+  whose value the width must be a multiple of, and `table` the name of the width in a preset's size
+  table (`sizes.m.hidden` for the classic RNNs). A family that declares a width gets its presets for
+  every comparison derived (`seqbench.comparisons`, `python -m seqbench.presets --write`).
 
-Adding a family: its `nn/` module, its `models/` module, `conf/model/<name>.yaml`, an entry here and
-its test file. `tests/test_families.py` registers a throwaway family and sees it in the matrix, the
-sweeps and one training step.
+Adding a family: its `nn/` module, its `models/` module (or none, where a layer in `model=mixer` is
+enough), `conf/model/<name>.yaml`, an entry here and its test file; its presets are generated.
+`tests/test_families.py` registers a throwaway family and sees it in the matrix, the sweeps, its
+derived presets and one training step.
 """
 
 from __future__ import annotations
@@ -46,6 +54,11 @@ class Family:
     kind: str | None = None            # "recurrent" or "attention": its side in the comparisons
     compared: bool = False             # one of the language-model families the comparisons sweep
     tiny: tuple[str, ...] = ()         # overrides for a model a CPU trains a step of at once
+    width: tuple[str, ...] = ()        # model keys the sizing solver sets to one width (none: not sized)
+    tied: tuple[str, ...] = ()         # keys that equal the width when the decoder is tied (tie_weights)
+    depth: str | None = None           # model key of its number of layers
+    heads: str | None = None           # model key of its head count: widths are multiples of it
+    table: str = "width"               # the width's name in a preset's size table (sizes.<size>.<table>)
 
     def __post_init__(self):
         # a language-model family (it has a FLOPs formula) stands on one side of the comparisons; left without
@@ -69,29 +82,38 @@ class Family:
 
 _RECURRENT = "seqbench.models.recurrent.RecurrentModel"
 _TINY_RNN = ("model.hidden_size=16",)
+# a recurrent stack's width is its hidden size; its embedding follows it where the decoder is tied
+_RNN_SIZE = {"width": ("hidden_size",), "tied": ("embedding_size",), "depth": "num_layers", "table": "hidden"}
 _PARALLEL = "seqbench.models.parallel_recurrent.ParallelRecurrentModel"
 _TINY_PARALLEL = ("model.d_model=16", "model.d_state=4")
+_PARALLEL_SIZE = {"width": ("d_model",), "depth": "num_layers"}
+_ATTENTION_SIZE = {"width": ("d_model",), "depth": "n_layer", "heads": "n_head"}
 
 FAMILIES: dict[str, Family] = {f.name: f for f in (
     Family("rnn", _RECURRENT, "C0", kind="recurrent", base="lstm", selector={"cell": "rnn"},
-           flops=recurrent_forward_flops, compared=True, tiny=_TINY_RNN),
+           flops=recurrent_forward_flops, compared=True, tiny=_TINY_RNN, **_RNN_SIZE),
     Family("lstm", _RECURRENT, "C1", kind="recurrent", selector={"cell": "lstm"},
-           flops=recurrent_forward_flops, compared=True, tiny=_TINY_RNN),
+           flops=recurrent_forward_flops, compared=True, tiny=_TINY_RNN, **_RNN_SIZE),
     Family("gru", _RECURRENT, "C2", kind="recurrent", base="lstm", selector={"cell": "gru"},
-           flops=recurrent_forward_flops, compared=True, tiny=_TINY_RNN),
+           flops=recurrent_forward_flops, compared=True, tiny=_TINY_RNN, **_RNN_SIZE),
     # the parallel recurrences (issue 35): recurrent nets, so a task without a recipe of their own takes the
     # LSTM's (a recurrent encoder's Adam recipes); their LM recipe is lm/mingru (AdamW + warmup-cosine, as
     # the papers train them, with stream batches)
     Family("mingru", _PARALLEL, "darkgoldenrod", kind="recurrent", base="lstm", selector={"layer": "mingru"},
-           flops=parallel_recurrent_train_flops, compared=True, tiny=_TINY_PARALLEL),
+           flops=parallel_recurrent_train_flops, compared=True, tiny=_TINY_PARALLEL,
+           **_PARALLEL_SIZE),
     Family("minlstm", _PARALLEL, "teal", kind="recurrent", base="mingru", selector={"layer": "minlstm"},
-           flops=parallel_recurrent_train_flops, compared=True, tiny=_TINY_PARALLEL),
+           flops=parallel_recurrent_train_flops, compared=True, tiny=_TINY_PARALLEL,
+           **_PARALLEL_SIZE),
     Family("ssm", _PARALLEL, "navy", kind="recurrent", base="mingru", selector={"layer": "ssm"},
-           flops=parallel_recurrent_train_flops, compared=True, tiny=_TINY_PARALLEL),
+           flops=parallel_recurrent_train_flops, compared=True, tiny=_TINY_PARALLEL,
+           **_PARALLEL_SIZE),
     Family("transformer", "seqbench.models.transformer.TransformerModel", "C3", kind="attention", base="gpt",
-           flops=attention_forward_flops, compared=True, tiny=(*_SMALL_ATTENTION, "model.context=32")),
+           flops=attention_forward_flops, compared=True, tiny=(*_SMALL_ATTENTION, "model.context=32"),
+           **_ATTENTION_SIZE),
     Family("gpt", "seqbench.models.gpt.GPTModel", "C4", kind="attention",
-           flops=attention_forward_flops, compared=True, tiny=(*_SMALL_ATTENTION, "model.context=32")),
+           flops=attention_forward_flops, compared=True, tiny=(*_SMALL_ATTENTION, "model.context=32"),
+           **_ATTENTION_SIZE),
     Family("bert", "seqbench.models.bert.BertModel", "C5", kind="attention", base="gpt",
            tiny=(*_SMALL_ATTENTION, "model.context=32", "model.tokenizer_vocab=300")),
     Family("t5", "seqbench.models.t5.T5Model", "C6", kind="attention",

@@ -2,8 +2,9 @@
 
 A family supports a task exactly when it implements the task's method (`seqbench.tasks`), and a
 DataModule declares the task it poses, so which pairs run is a fact of the code, not of the prose.
-The README's table is this command's output, and `tests/test_matrix.py` checks that they agree, so
-the README cannot claim a pair that fails or miss one that runs.
+`python -m seqbench.analysis.matrix --write README.md` writes the table between the README's
+`<!-- matrix -->` markers, and `tests/test_matrix.py` checks that they agree, so the README cannot claim
+a pair that fails or miss one that runs (and a new family's column is written, not pasted).
 """
 
 from __future__ import annotations
@@ -64,10 +65,33 @@ def markdown(conf: Path = CONF) -> str:
     return "\n".join(lines)
 
 
+BEGIN, END = "<!-- matrix: python -m seqbench.analysis.matrix --write README.md -->", "<!-- /matrix -->"
+
+
+def block(conf: Path = CONF) -> str:
+    """The table with its markers, as the README holds it."""
+    return f"{BEGIN}\n{markdown(conf)}\n{END}"
+
+
+def replace_block(text: str, new: str) -> str:
+    """`text` with the span from BEGIN to END replaced by `new`; refused when the markers are not there once each."""
+    if text.count(BEGIN) != 1 or text.count(END) != 1 or text.index(BEGIN) > text.index(END):
+        raise ValueError(f"the file needs the markers {BEGIN} and {END} once each, in that order")
+    head, rest = text.split(BEGIN, 1)
+    return head + new + rest.split(END, 1)[1]
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--conf", type=Path, default=CONF)
-    print(markdown(parser.parse_args(argv).conf))
+    parser.add_argument("--write", type=Path, metavar="README.md", help="write the table between the file's markers")
+    args = parser.parse_args(argv)
+    if args.write is None:
+        print(markdown(args.conf))
+        return
+    text = args.write.read_text(encoding="utf-8")
+    args.write.write_text(replace_block(text, block(args.conf)), encoding="utf-8")
+    print(f"wrote the model x data matrix into {args.write}")
 
 
 if __name__ == "__main__":

@@ -88,7 +88,8 @@ def model_config(name: str) -> DictConfig:
     cfg = OmegaConf.load(CONF / "model" / f"{name}.yaml")
     parents = [d for d in cfg.get("defaults", [])
                if isinstance(d, str) and (CONF / "model" / f"{d}.yaml").is_file()]
-    own = OmegaConf.create({k: v for k, v in cfg.items() if k != "defaults"})
+    plain = OmegaConf.to_container(cfg, resolve=False)  # keeps a value left to the command line (`mixer: ???`)
+    own = OmegaConf.create({k: v for k, v in plain.items() if k != "defaults"})
     return OmegaConf.merge(*[model_config(p) for p in parents], own)
 
 

@@ -1,19 +1,22 @@
 """The family registry (seqbench.families) is the one list of families, and the presets of the compared
 families are matched in size, each with its own recipe.
 
-A throwaway family registered here shows what adding one touches: its module, its model config and its
-registry entry are enough for it to be a column of the matrix, a job of the comparisons' sweeps and a
-model that trains.
+A throwaway family registered here shows what adding one touches (issue 65): its layer and its registry
+entry, both in this file, are enough for it to get its model config and its presets derived
+(`python -m seqbench.presets --write`), to be a column of the matrix and a job of the comparisons' sweeps,
+and to train.
 """
 
 from __future__ import annotations
 
 import json
+import shutil
+from pathlib import Path
 
 import hydra
 import pytest
-from hydra.core.config_store import ConfigStore
-from omegaconf import OmegaConf
+import torch
+from torch import nn
 
 from conftest import CONF, compose_cfg, model_config, run_cli
 from seqbench.analysis.matrix import families, markdown, pairs
@@ -93,45 +96,59 @@ def test_tables_follow_the_registry_order_and_unknown_names_come_last():
     assert len({f.colour for f in FAMILIES.values()}) == len(FAMILIES)  # one colour each
 
 
-class ToyModel(RecurrentModel):
-    """A throwaway family: the recurrent model under a name of its own."""
+class ToyMixer(nn.Module):
+    """A throwaway family's layer, in this file as a user's would be in theirs: a running mean of a projection,
+    its state (sum (B, d), count (B, 1)) carried across windows."""
+
+    def __init__(self, d_model: int):
+        super().__init__()
+        self.proj = nn.Linear(d_model, d_model)
+
+    def forward(self, x, state=None):
+        B, T, d = x.shape
+        total, count = state if state is not None else (x.new_zeros(B, d), x.new_zeros(B, 1))
+        sums = total[:, None] + self.proj(x).cumsum(1)  # (B, T, d)
+        counts = count[:, None] + torch.arange(1, T + 1, device=x.device, dtype=x.dtype)[None, :, None]  # (B, T, 1)
+        return sums / counts, (sums[:, -1], counts[:, -1])
 
 
-TOY = Family("toy", f"{__name__}.ToyModel", "C9", base="lstm", compared=True,
-             tiny=("model.hidden_size=8", "model.num_layers=1"))
+# The registry entry a new family is (what src/seqbench/families.py would hold): its layer by import path in the
+# mixer's backbone, sized as the parallel recurrences are, trained by their recipes (base mingru)
+TOY = Family("toy", "seqbench.models.mixer.MixerModel", "olive", base="mingru", kind="recurrent", compared=True,
+             selector={"mixer": f"{__name__}:ToyMixer"}, extends="mixer", width=("d_model",), depth="num_layers",
+             tiny=("model.d_model=8",))
 
 
-@pytest.fixture
-def toy_family():
-    """The toy family registered, with its model config `model=toy` (what conf/model/toy.yaml would hold)."""
-    store = ConfigStore.instance()
-    node = OmegaConf.load(CONF / "model" / "lstm.yaml")
-    node._target_ = TOY.module
-    store.store(group="model", name="toy", node=node)
-    try:
-        with registered(TOY):
-            yield TOY
-    finally:
-        store.repo["model"].pop("toy.yaml", None)
-
-
-def test_a_registered_family_joins_the_matrix_the_sweeps_and_trains(toy_family, tmp_path):
+def test_a_family_from_one_file_gets_its_config_presets_matrix_column_sweeps_and_trains(tmp_path):
+    """Adding a family is its layer, its registry entry and its test (this file): the rest is derived."""
+    from seqbench.compose import compose_final
+    from seqbench.presets import derive_all
     from seqbench.run import build, make_trainer
 
-    assert "`toy`" in markdown().splitlines()[0] and ("toy", "copy") in pairs() and ("toy", "ptb") in pairs()
-    swept = compose_cfg(["experiment=ptb_families"], tmp_path).hydra.sweeper.params["preset"].split(",")
-    assert swept[-1] == "ptb/toy"
-    cfg = compose_cfg(["model=toy", "data=copy", "logger=csv", "trainer=cpu", "trainer.max_steps=1",
-                       "trainer.limit_val_batches=1", "trainer.enable_progress_bar=false", "~callbacks.progress_bar",
-                       "~callbacks.model_summary", "~callbacks.step_checkpoint", "data.T=6", "data.train_size=32",
-                       "data.batch_size=16", "data.eval_batch_size=32", "data.val_size=32", "data.test_size=32",
-                       *toy_family.tiny], tmp_path)
-    assert cfg.recipe == "probe/toy" and cfg.model.optimizer._target_ == "torch.optim.Adam"  # the LSTM's recipe
-    datamodule, model = build(cfg)
-    assert type(model) is ToyModel and family_of(cfg.model) == "toy"
-    trainer = make_trainer(cfg)
-    trainer.fit(model, datamodule=datamodule)
-    assert trainer.global_step == 1
+    conf = tmp_path / "conf"
+    shutil.copytree(CONF, conf)
+    before = {p.relative_to(conf) for p in conf.rglob("*.yaml")}
+    with registered(TOY):
+        derived = derive_all(conf, ["probe"], ["toy"], write=True)
+        written = {p.relative_to(conf) for p in conf.rglob("*.yaml")} - before
+        assert written == {Path("model/toy.yaml"), Path("preset/probe/toy.yaml")}, written
+        (_, _, _), (d, _, _) = derived
+        assert d.chosen[""].within and d.chosen[""].target == 76_042  # the LSTM's count at 128 units on copy
+        assert "`toy`" in markdown().splitlines()[0] and ("toy", "copy") in pairs() and ("toy", "ptb") in pairs()
+        assert presets("probe").split(",")[-1] == "probe/toy"  # the sweeps' lists: ${families:probe}
+        cfg = compose_final(["experiment=long_range", "preset=probe/toy", "logger=csv", "trainer=cpu", "trainer.max_steps=1",
+                             "trainer.limit_val_batches=1", "trainer.enable_progress_bar=false", "~callbacks.progress_bar",
+                             "~callbacks.model_summary", "~callbacks.step_checkpoint", "data.T=6", "data.batch_size=16",
+                             "data.train_size=32", "data.eval_batch_size=32", "data.val_size=32", "data.test_size=32"],
+                            conf_dir=conf)
+        assert family_of(cfg.model) == "toy" and cfg.recipe == "probe/toy"  # served by probe/lstm, through mingru
+        assert cfg.model.optimizer._target_ == "torch.optim.Adam" and cfg.model.optimizer.lr == 1e-2
+        datamodule, model = build(cfg)
+        assert isinstance(model.layers()[0].inner, ToyMixer)
+        assert model.num_params(non_embedding=True) == d.chosen[""].count
+        trainer = make_trainer(cfg)
+        trainer.fit(model, datamodule=datamodule)
+        assert trainer.global_step == 1
 
 
 def test_a_family_registers_once():

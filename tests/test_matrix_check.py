@@ -77,3 +77,10 @@ def test_models_keeps_only_their_pairs_and_the_table_is_recorded_apart_from_the_
     assert not (tmp_path / "runs" / "matrix_check.md").exists()
     with pytest.raises(SystemExit):
         matrix_check.main(["--models", "no_such_model", "--out", str(tmp_path / "x")])
+
+
+def test_a_family_whose_layer_is_the_users_is_skipped_unless_the_pair_names_one():
+    # model=mixer leaves model.mixer to the command line: `model=mixer data=ptb` alone cannot train
+    assert matrix_check.left_to_the_command_line("mixer", ()) == ["model.mixer"]
+    assert matrix_check.left_to_the_command_line("mixer", ("model.mixer=examples.lru:LRU",)) == []
+    assert matrix_check.left_to_the_command_line("lstm", ()) == []

@@ -73,3 +73,16 @@ def test_a_size_is_an_anchor_at_a_width_or_a_target():
     assert Size("lstm", 64).target is None and Size(target=1e5).anchor is None
     with pytest.raises(ValueError, match="one of the two"):
         Size("lstm")
+
+
+def test_a_sizing_target_sets_any_sized_familys_width_when_the_run_starts(tmp_path):
+    """`+sizing.params=N` (what the mixer's presets carry) works for any family that declares a width: the GRU
+    on the copy probe, its embedding untied there, lands within 1 % of the target."""
+    from conftest import compose_cfg
+    from seqbench.run import build
+
+    cfg = compose_cfg(["experiment=long_range", "model=gru", "model.embedding_size=16", "model.tie_weights=false",
+                       "+sizing.params=30000", "data.T=6"], tmp_path)
+    _, model = build(cfg)
+    assert abs(model.num_params(non_embedding=True) / 30_000 - 1) <= 0.01
+    assert cfg.model.hidden_size == cfg.sizing.width and cfg.model.embedding_size == 16

@@ -270,7 +270,7 @@ def test_model_size_builds_the_presets_whose_data_an_experiment_sets(capsys):
     text = model_size.main(["--families", "pretraining", "probe", "--models", "lstm"])
     built = [line for line in text.splitlines() if line.startswith("| preset=")]
     assert len(built) >= 5, text
-    assert "preset=pretraining/bert_pretrained: not built (needs a value only an experiment sets" in text
+    assert "preset=pretraining/bert_pretrained: not built (needs a value only an experiment or the command line sets" in text
     assert "| preset=probe/lstm |" in text
     assert "| model=lstm |" in text and "model=gru" not in text  # --models: those conf/model presets only
 

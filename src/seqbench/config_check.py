@@ -194,6 +194,9 @@ def check_compatible(cfg: DictConfig, choices: dict | None = None) -> None:
             f"model={model} reads the words of a {task} corpus, and data={data} serves token ids only; use a "
             f"sentence corpus (data=sst2, data=conll2003)."
         )
+    options = getattr(model_cls, "check_options", None)
+    if callable(options):  # what only the family can judge, e.g. model=mixer's import path (seqbench.models.mixer)
+        options(cfg.model, task)
 
 
 def check_ckpt_path(ckpt_path: str | None) -> None:

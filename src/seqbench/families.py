@@ -18,6 +18,9 @@ what the rest of the code would otherwise type in a list of its own:
   `${families:<preset folder>}` in the experiment files (`presets`);
 - **tiny**: overrides that shrink it to a model a CPU trains a step of in well under a second (the
   matrix's one-step check and the tests' per-family sizes);
+- **extends**: a family that is another's model config with its selector keys set (a layer for
+  `model=mixer`: `extends="mixer", selector={"mixer": "seqbench.nn.mylayer:MyLayer"}`) has its
+  `conf/model/<name>.yaml` generated too (`python -m seqbench.presets --write`);
 - **width, tied, depth, heads, table**: how it is sized (issue 65). `width` names the model keys the
   sizing solver (`seqbench.sizing`) sets to one width, `tied` the keys that follow the width when the
   decoder is tied to the embedding (an LSTM's embedding_size), `depth` its number of layers (a
@@ -26,10 +29,11 @@ what the rest of the code would otherwise type in a list of its own:
   table (`sizes.m.hidden` for the classic RNNs). A family that declares a width gets its presets for
   every comparison derived (`seqbench.comparisons`, `python -m seqbench.presets --write`).
 
-Adding a family: its `nn/` module, its `models/` module (or none, where a layer in `model=mixer` is
-enough), `conf/model/<name>.yaml`, an entry here and its test file; its presets are generated.
-`tests/test_families.py` registers a throwaway family and sees it in the matrix, the sweeps, its
-derived presets and one training step.
+Adding a family: its `nn/` module, an entry here and its test file, where a layer in `model=mixer` is
+enough (`extends="mixer"`: its model config is generated); else also its `models/` module and
+`conf/model/<name>.yaml`. Its presets for every comparison are generated. `tests/test_families.py`
+registers a throwaway family from its own file and sees it in the matrix, the sweeps, its derived
+presets and one training step.
 """
 
 from __future__ import annotations
@@ -59,6 +63,7 @@ class Family:
     depth: str | None = None           # model key of its number of layers
     heads: str | None = None           # model key of its head count: widths are multiples of it
     table: str = "width"               # the width's name in a preset's size table (sizes.<size>.<table>)
+    extends: str | None = None         # conf/model/<name>.yaml is generated: this model config + its selector
 
     def __post_init__(self):
         # a language-model family (it has a FLOPs formula) stands on one side of the comparisons; left without
@@ -121,6 +126,12 @@ FAMILIES: dict[str, Family] = {f.name: f for f in (
     Family("vit", "seqbench.models.vit.ViTModel", "C7", kind="attention", tiny=_SMALL_ATTENTION),
     Family("cnn", "seqbench.models.cnn.ConvNetModel", "C8", tiny=("model.widths=[4,8]", "model.hidden=16")),
     Family("hmm", "seqbench.models.hmm.HMMModel", "C9", tiny=("model.states=8",)),
+    # any layer from outside the package, by its import path (model.mixer=pkg.mod:Cls; seqbench.nn.mixer): the
+    # parallel recurrences' backbone and recipes; its presets are solved when a run starts. Not compared: a
+    # family of its own is a layer with an entry here (selector {"mixer": "<path>"}, extends="mixer")
+    Family("mixer", "seqbench.models.mixer.MixerModel", "dimgray", base="mingru",
+           tiny=("model.mixer=seqbench.nn.ssm:SelectiveSSM", "model.d_model=16", "+model.mixer_options.d_state=4"),
+           **_PARALLEL_SIZE),
 )}
 
 
@@ -162,10 +173,19 @@ def family_of(model) -> str:
     among families sharing one, its selector keys (`cell`); a module the registry does not know gives
     its module's name (`seqbench.models.mine.MyModel` -> `mine`)."""
     target = model.get("_target_")
-    for fam in FAMILIES.values():
-        if fam.module == target and all(str(model.get(k)) == v for k, v in fam.selector.items()):
-            return fam.name
+    matches = [fam for fam in FAMILIES.values()
+               if fam.module == target and all(str(_value(model, k)) == v for k, v in fam.selector.items())]
+    if matches:  # the most specific: a layer's own family before `mixer`, whose module it shares
+        return max(matches, key=lambda fam: len(fam.selector)).name
     return str(target).rsplit(".", 2)[-2] if target and "." in str(target) else str(target)
+
+
+def _value(model, key: str):
+    """A model config's value, None where it is unset or still missing (`mixer: ???`)."""
+    try:
+        return model.get(key)
+    except Exception:  # omegaconf's MissingMandatoryValue
+        return None
 
 
 @contextmanager

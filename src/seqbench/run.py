@@ -38,6 +38,7 @@ from seqbench.dashboard import define_summaries, run_config, wandb_identity, wri
 from seqbench.errors import ConfigError, UserError
 from seqbench.lightning_warnings import false_warnings_silenced
 from seqbench.provenance import git_commit, hardware, utc_now
+from seqbench.sizing import apply_sizing
 from seqbench.tuning import apply_tokens_per_step, apply_tuning
 
 log = logging.getLogger(__name__)
@@ -92,6 +93,7 @@ def build(cfg: DictConfig, choices: dict | None = None):
     datamodule = instantiate(cfg.data, "data")
     datamodule.prepare_data()
     datamodule.setup("fit")
+    apply_sizing(cfg, lambda _: datamodule.spec)  # a preset's `sizing:` target: the width solved for this data
     model = instantiate(cfg.model, "model", spec=datamodule.spec)
     return datamodule, model
 
@@ -128,6 +130,10 @@ def train(cfg: DictConfig, output_dir: Path, choices: dict | None = None, overri
             L.seed_everything(cfg.seed, workers=True)
         set_matmul_precision(cfg.get("matmul_precision", "high"))
         datamodule, model = build(cfg, choices)
+        if cfg.get("sizing"):  # the width solved for the preset's target (seqbench.sizing)
+            metrics.update({f"sizing/{k}": cfg.sizing[k] for k in ("width", "count", "deviation") if k in cfg.sizing})
+        if getattr(model, "flops_source", None) and datamodule.spec.task == "lm":
+            metrics["flops_source"] = model.flops_source  # a layer without a formula: "measured" (FlopCounterMode)
         metrics.update(apply_tokens_per_step(cfg, model, datamodule))  # before the budget counts a step's tokens
         metrics.update(apply_compute_budget(cfg, model, datamodule))  # sets the trainer's steps from budget.flops
         trainer = make_trainer(cfg)

@@ -71,6 +71,16 @@ def parse_pair(spec: str) -> tuple[str, str, tuple[str, ...]]:
     return model, data, tuple(words[1:])
 
 
+def left_to_the_command_line(model: str, extra: tuple[str, ...]) -> list[str]:
+    """The model keys its config leaves to the command line (`model=mixer`'s `model.mixer: ???`) and `extra` does
+    not set: such a pair cannot train from `model=X data=Y` alone."""
+    from omegaconf import OmegaConf
+
+    node = OmegaConf.load(PROJECT_ROOT / "conf" / "model" / f"{model}.yaml")
+    given = {e.split("=", 1)[0].lstrip("+") for e in extra}
+    return [f"model.{k}" for k in node if k != "defaults" and OmegaConf.is_missing(node, k) and f"model.{k}" not in given]
+
+
 def run_name(model: str, data: str, extra: tuple[str, ...]) -> str:
     return "-".join([model, data, *(e.replace("=", "_").replace("/", "_") for e in extra)])
 
@@ -200,6 +210,12 @@ def main(argv: list[str] | None = None) -> list[dict]:
         task = get_class(OmegaConf.load(PROJECT_ROOT / "conf" / "data" / f"{data}.yaml")._target_).task
         name, higher = metric_of(data, task)
         row = {"model": model, "data": data, "extra": " ".join(extra), "task": task, "metric": name, "budget_s": args.budget}
+        unset = left_to_the_command_line(model, extra)
+        if unset:  # model=mixer: its layer is the user's (--pairs "mixer:ptb model.mixer=examples.lru:LRU")
+            rows.append({**row, "result": None, "verdict": f"skipped: model={model} needs {unset[0]}=... on the command line"})
+            print(rows[-1], flush=True)
+            _write(rows, report, args.threads)
+            continue
         try:
             row["baseline"] = baseline(data, task, data_dir, cache)
         except Exception as exc:  # a corpus not available here: the pair is skipped, and says why

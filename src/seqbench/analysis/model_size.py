@@ -133,7 +133,7 @@ def _row(preset: str, build, data: str) -> dict:
     except UserError as exc:  # a family that does not pose an LM (an image model, ...)
         return {"preset": preset, "data": data, "error": str(exc)}
     except OmegaConfBaseException as exc:  # e.g. family/pretraining/*: ${pretrained.*} comes from an experiment
-        return {"preset": preset, "data": data, "error": f"needs a value only an experiment sets: {exc}".split("\n")[0]}
+        return {"preset": preset, "data": data, "error": f"needs a value only an experiment or the command line sets: {exc}".split("\n")[0]}
     counts = components(model)
     return {"preset": preset, "data": data, **counts, "total": model.num_params(), "tied": tied(model)}
 

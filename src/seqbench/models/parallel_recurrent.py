@@ -66,6 +66,13 @@ class ParallelRecurrentModel(StreamLM, SequenceHeads):
         if layer != "ssm" and not selective:
             raise ConfigError("model.selective=false builds the time-invariant SSM control; it means "
                               f"nothing for model.layer={layer}: set model=ssm.")
+        self.build_network(layer, d_model, num_layers, dropout, tie_weights, bidirectional, options)
+
+    def build_network(self, layer: str, d_model: int, num_layers: int, dropout: float, tie_weights: bool,
+                      bidirectional: bool, options: dict) -> None:
+        """The task's network around `num_layers` blocks of `layer`: the LM (`self.net`), or the encoder and
+        its head (shared with `seqbench.models.mixer`, whose layer comes from an import path)."""
+        spec = self.spec
         if spec.task == "lm":
             if bidirectional:
                 raise ConfigError("model.bidirectional=true cannot model language left to right: the "

@@ -25,6 +25,7 @@ import torch
 from torch import Tensor, nn
 
 from seqbench.nn.min_rnn import MinGRU, MinLSTM
+from seqbench.nn.mixer import MixerLayer, resolve
 from seqbench.nn.recurrent_encoder import masked_pool
 from seqbench.nn.ssm import ResidualBlock, SelectiveSSM
 
@@ -44,11 +45,15 @@ Layer = Literal[tuple(LAYERS)]
 
 
 def make_layer(layer: str, d_model: int, d_state: int = 16, expand: int = 2, d_conv: int = 4,
-               selective: bool = True, scan: str | None = None) -> nn.Module:
-    """One sequence mixer of width d_model: forward(x, state) and step(x_t, state), both -> (y, state)."""
-    if layer not in LAYERS:
-        raise ValueError(f"unknown layer {layer!r}; choose one of {', '.join(LAYERS)}")
-    return LAYERS[layer](d_model, d_state=d_state, expand=expand, d_conv=d_conv, selective=selective, scan=scan)
+               selective: bool = True, scan: str | None = None, mixer_options: dict | None = None) -> nn.Module:
+    """One sequence mixer of width d_model: forward(x, state) and step(x_t, state), both -> (y, state).
+    `layer` is a name of `LAYERS`, or the import path of a layer from outside (`seqbench.nn.mixer`), built
+    with `mixer_options`."""
+    if layer in LAYERS:
+        return LAYERS[layer](d_model, d_state=d_state, expand=expand, d_conv=d_conv, selective=selective, scan=scan)
+    if ":" in layer or "." in layer:
+        return MixerLayer(resolve(layer), d_model, layer, **dict(mixer_options or {}))
+    raise ValueError(f"unknown layer {layer!r}; choose one of {', '.join(LAYERS)} or give an import path")
 
 
 class ParallelStack(nn.Module):

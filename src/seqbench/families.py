@@ -18,9 +18,10 @@ what the rest of the code would otherwise type in a list of its own:
   `${families:<preset folder>}` in the experiment files (`presets`);
 - **tiny**: overrides that shrink it to a model a CPU trains a step of in well under a second (the
   matrix's one-step check and the tests' per-family sizes);
-- **extends**: a family that is another's model config with its selector keys set (a layer for
-  `model=mixer`: `extends="mixer", selector={"mixer": "seqbench.nn.mylayer:MyLayer"}`) has its
-  `conf/model/<name>.yaml` generated too (`python -m seqbench.presets --write`);
+- **extends**: a family that is another's model config with its module and selector keys set (a layer
+  for `model=mixer`: `extends="mixer", selector={"mixer": "seqbench.nn.mylayer:MyLayer"}`; or a module of
+  its own that takes the options of the config it extends) has its `conf/model/<name>.yaml` generated
+  too (`python -m seqbench.presets --write`);
 - **width, tied, depth, heads, table**: how it is sized (issue 65). `width` names the model keys the
   sizing solver (`seqbench.sizing`) sets to one width, `tied` the keys that follow the width when the
   decoder is tied to the embedding (an LSTM's embedding_size), `depth` its number of layers (a
@@ -30,10 +31,10 @@ what the rest of the code would otherwise type in a list of its own:
   every comparison derived (`seqbench.comparisons`, `python -m seqbench.presets --write`).
 
 Adding a family: its `nn/` module, an entry here and its test file, where a layer in `model=mixer` is
-enough (`extends="mixer"`: its model config is generated); else also its `models/` module and
-`conf/model/<name>.yaml`. Its presets for every comparison are generated. `tests/test_families.py`
-registers a throwaway family from its own file and sees it in the matrix, the sweeps, its derived
-presets and one training step.
+enough (`extends="mixer"`: its model config is generated); else also its `models/` module, and its
+`conf/model/<name>.yaml` unless its module takes the options of a config it can extend. Its presets
+for every comparison are generated. `tests/test_families.py` registers a throwaway family from its own
+file and sees it in the matrix, the sweeps, its derived presets and one training step.
 """
 
 from __future__ import annotations

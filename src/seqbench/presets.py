@@ -34,7 +34,7 @@ from seqbench.families import FAMILIES, Family
 from seqbench.sizing import Solution, counter, solve
 
 CONF = Path(__file__).resolve().parents[2] / "conf"
-SIZED_AT_COMPOSE = "sizing"  # the preset node a family sized at compose time gets (seqbench.sizing.apply_sizing)
+SIZING = "sizing"  # the node of a preset whose width a run solves when it starts (seqbench.sizing.apply_sizing)
 
 
 def families_of(c: Comparison) -> list[Family]:
@@ -80,13 +80,14 @@ class Derived:
 
 
 class Deriver:
-    """Derives the presets of one conf directory: composes each family's preset once to read its model and
-    data, then counts at trial widths (`seqbench.sizing`)."""
+    """Derives the presets of one conf directory: composes each family's recipe in a comparison once to read its
+    model and data, then counts at trial widths (`seqbench.sizing`)."""
 
     def __init__(self, conf_dir: Path = CONF):
         self.conf_dir = conf_dir
         self._specs: dict[str, object] = {}
         self._models: dict[tuple[str, str], DictConfig] = {}
+        self._targets: dict[tuple[str, str], float] = {}
 
     def compose(self, c: Comparison, family: str) -> DictConfig:
         """The family's config in `c` at any width: its recipe file (or the base comparison's preset) with its
@@ -103,9 +104,9 @@ class Deriver:
     def spec(self, c: Comparison, cfg: DictConfig):
         """The TaskSpec of the comparison's data, its DataModule set up once."""
         if c.name not in self._specs:
-            from seqbench.sizing import _data_spec
+            from seqbench.sizing import data_spec
 
-            self._specs[c.name] = _data_spec(cfg)
+            self._specs[c.name] = data_spec(cfg)
         return self._specs[c.name]
 
     def count(self, c: Comparison, family: Family, size: str, width: int) -> float:
@@ -120,8 +121,12 @@ class Deriver:
                        (family.depth, depth) if depth is not None and family.depth else None)
 
     def target(self, c: Comparison, size: str) -> float:
+        """The size's target: its number, or its anchor family's count at its width (counted once)."""
         s = c.sizes[size]
-        return s.target if s.target is not None else self.count(c, FAMILIES[s.anchor], size, s.width)
+        if (c.name, size) not in self._targets:
+            self._targets[c.name, size] = s.target if s.target is not None else self.count(c, FAMILIES[s.anchor],
+                                                                                           size, s.width)
+        return self._targets[c.name, size]
 
     def derive(self, c: Comparison, family: Family) -> Derived:
         cfg = self.compose(c, family.name)
@@ -243,7 +248,7 @@ def render(d: Derived, conf_dir: Path = CONF) -> str:
         lines += ["model:", *model]
     if at_run:
         target = f"${{sizes.${{size}}.{c.match}}}" if table else f"{d.targets[''] :.0f}"
-        lines += [f"{SIZED_AT_COMPOSE}:", f"  {c.match}: {target}"]
+        lines += [f"{SIZING}:", f"  {c.match}: {target}"]
     return "\n".join(lines) + "\n"
 
 

@@ -16,9 +16,10 @@ milliseconds), else on the CPU.
 
 The same solver runs at two times: when `python -m seqbench.presets --write` derives the presets of
 the built-in families (their widths are then written into the files, so composing a run solves
-nothing), and when a run is composed with a `sizing:` node (`sizing.params=...` or `sizing.flops=...`:
-the presets of `model=mixer`, whose layer is known only from the command line; `apply_sizing` below,
-called by `seqbench.compose.finalize`).
+nothing), and when a run with a `sizing:` node starts (`sizing.params=...` or `sizing.flops=...`: the
+presets of `model=mixer`, whose layer is known only from the command line; `apply_sizing` below, called
+by `seqbench.run.build` once the data is set up, before the model is built). Composing such a config
+(`python -m seqbench.compose`) shows the target, not yet the width.
 """
 
 from __future__ import annotations
@@ -167,7 +168,7 @@ def apply_sizing(cfg: DictConfig, spec_of: Callable[[DictConfig], object] | None
     if not keys:
         raise ConfigError(f"sizing: the family {family_of(cfg.model)!r} declares no width in seqbench.families; "
                           "name the model keys to size with sizing.keys=[d_model].")
-    spec = (spec_of or _data_spec)(cfg)
+    spec = (spec_of or data_spec)(cfg)
     length = cfg.data.get("bptt") or cfg.model.get("context")
     tied = family.tied if family and cfg.model.get("tie_weights") else ()
     step = int(cfg.model.get(family.heads)) if family and family.heads else 1
@@ -183,7 +184,7 @@ def apply_sizing(cfg: DictConfig, spec_of: Callable[[DictConfig], object] | None
     return solution
 
 
-def _data_spec(cfg: DictConfig):
+def data_spec(cfg: DictConfig):
     """The TaskSpec of the run's data: its DataModule set up as the run will set it up."""
     import hydra
 

@@ -141,7 +141,7 @@ TOY = Family("toy", "seqbench.models.mixer.MixerModel", "olive", base="mingru", 
 def test_a_family_from_one_file_gets_its_config_presets_matrix_column_sweeps_and_trains(tmp_path):
     """Adding a family is its layer, its registry entry and its test (this file): the rest is derived."""
     from seqbench.compose import compose_final
-    from seqbench.presets import derive_all
+    from seqbench.presets.derive import derive_all
     from seqbench.run import build, make_trainer
 
     conf = tmp_path / "conf"

@@ -143,7 +143,7 @@ RATE = {"model.optimizer.lr", "model.optimizer.betas"}
 
 
 def _allowed(preset: str) -> set[str]:
-    from seqbench.comparisons import COMPARISONS
+    from seqbench.presets.comparisons import COMPARISONS
 
     name = next((w for w in preset.split() if w.startswith("preset=")), "").removeprefix("preset=")
     return ALLOWED.get(preset, set()) | (RATE if name.rsplit("/", 1)[0] in COMPARISONS else set())

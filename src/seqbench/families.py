@@ -23,12 +23,12 @@ what the rest of the code would otherwise type in a list of its own:
   its own that takes the options of the config it extends) has its `conf/model/<name>.yaml` generated
   too (`python -m seqbench.presets --write`);
 - **width, tied, depth, heads, table**: how it is sized (issue 65). `width` names the model keys the
-  sizing solver (`seqbench.sizing`) sets to one width, `tied` the keys that follow the width when the
+  sizing solver (`seqbench.presets.sizing`) sets to one width, `tied` the keys that follow the width when the
   decoder is tied to the embedding (an LSTM's embedding_size), `depth` its number of layers (a
   comparison may set it per size: the attention stacks deepen along the frontier), `heads` the key
   whose value the width must be a multiple of, and `table` the name of the width in a preset's size
   table (`sizes.m.hidden` for the classic RNNs). A family that declares a width gets its presets for
-  every comparison derived (`seqbench.comparisons`, `python -m seqbench.presets --write`).
+  every comparison derived (`seqbench.presets.comparisons`, `python -m seqbench.presets --write`).
 
 Adding a family: its `nn/` module, an entry here and its test file, where a layer in `model=mixer` is
 enough (`extends="mixer"`: its model config is generated); else also its `models/` module, and its

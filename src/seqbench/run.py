@@ -38,7 +38,7 @@ from seqbench.dashboard import define_summaries, run_config, wandb_identity, wri
 from seqbench.errors import ConfigError, UserError
 from seqbench.lightning_warnings import false_warnings_silenced
 from seqbench.provenance import git_commit, hardware, utc_now
-from seqbench.sizing import apply_sizing
+from seqbench.presets.sizing import apply_sizing
 from seqbench.tuning import apply_tokens_per_step, apply_tuning
 
 log = logging.getLogger(__name__)
@@ -130,7 +130,7 @@ def train(cfg: DictConfig, output_dir: Path, choices: dict | None = None, overri
             L.seed_everything(cfg.seed, workers=True)
         set_matmul_precision(cfg.get("matmul_precision", "high"))
         datamodule, model = build(cfg, choices)
-        if cfg.get("sizing"):  # the width solved for the preset's target (seqbench.sizing)
+        if cfg.get("sizing"):  # the width solved for the preset's target (seqbench.presets.sizing)
             metrics.update({f"sizing/{k}": cfg.sizing[k] for k in ("width", "count", "deviation") if k in cfg.sizing})
         if getattr(model, "flops_source", None) and datamodule.spec.task == "lm":
             metrics["flops_source"] = model.flops_source  # a layer without a formula: "measured" (FlopCounterMode)

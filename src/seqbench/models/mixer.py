@@ -10,9 +10,9 @@ layer's state carried from window to window; a layer that says it is stateless r
 one that takes no state without saying so is refused there (`check_options`, before any data is read).
 
 Its presets (`preset=ptb/mixer`, `preset=frontier/ptb/mixer size=s`, ...) train it as each comparison trains
-the parallel recurrences, and its width is solved when the run starts (`sizing:`, `seqbench.sizing`), since
+the parallel recurrences, and its width is solved when the run starts (`sizing:`, `seqbench.presets.sizing`), since
 the layer is known only then. Its training FLOPs per token are the layer's formula where it gives one, else
-measured on one training step (`seqbench.nn.flop_count`), and `metrics.json` says which (`flops_source`).
+measured on one training step (`seqbench.nn.flop_count`), and the run's record says which (`flops_source`).
 """
 
 from __future__ import annotations

@@ -28,7 +28,7 @@ regression and images read as sequences. Everything but the mixer is seqbench's.
   `forward(x_t[:, None], state)`, and a stateless one re-reads the whole prefix each token.
 - **FLOPs**: a compute budget (`budget.flops`) needs the training FLOPs per token. A mixer may give its own
   formula; without one, seqbench measures one training step with `torch.utils.flop_counter.FlopCounterMode`
-  (`seqbench.nn.flop_count`), and the run's `metrics.json` says `"flops_source": "measured"`. The counter sees
+  (`seqbench.nn.flop_count`), and the run's record says `"flops_source": "measured"`. The counter sees
   matmuls, convolutions and attention kernels that dispatch through aten; a fused kernel opaque to it
   (oneDNN's LSTM, a custom CUDA op) counts 0.
 

@@ -1,7 +1,7 @@
 """The sizing solver: the width at which a family meets a comparison's size target (issue 65).
 
 A comparison matches its families by size: the same parameters without embeddings, or the same
-training FLOPs per token where it is compute-matched (`seqbench.comparisons`). A family declares the
+training FLOPs per token where it is compute-matched (`seqbench.presets.comparisons`). A family declares the
 model keys of its width (`seqbench.families.Family.width`); the solver builds the family's model at
 trial widths and picks the one whose count is nearest the target. Counts grow with width, so a
 bisection finds the first width at or above the target and the nearest is it or the one below.

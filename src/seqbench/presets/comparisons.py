@@ -12,7 +12,7 @@ tests/test_presets_current.py fails when one is stale. What a preset holds comes
   the learning rate itself is the task's recipe's (`conf/recipe/<task>/<family>.yaml`), stated there once;
 - **its size**: each size declares a target, the count of an anchor family at a given width (the GPT at
   d_model 128 on PTB; the LSTM at 16 ... 256 units on the frontier) or a number; the solver
-  (`seqbench.sizing`) picks every other family's width nearest the target, in parameters without
+  (`seqbench.presets.sizing`) picks every other family's width nearest the target, in parameters without
   embeddings (`match="params"`) or training FLOPs per token (`match="flops"`, a compute-matched one);
 - **pinned widths**: where runs were recorded at a width chosen by hand before the solver existed, and
   the solver would pick another, the recorded width is kept and the pin says why (`PINNED`): changing it

@@ -39,7 +39,10 @@ def _commands(text: str = README) -> list[str]:
     """Command lines of a page: code-block lines (continuations joined, the block's shell variables
     such as `$COMMON` expanded, `VAR=value` prefixes dropped) and inline `python ...` spans."""
     lines = []
-    for block in re.findall(r"```(?:bash|sh)?\n(.*?)```", text, flags=re.S):
+    # every fenced block with its language, so that a ```python block's closing fence opens none
+    for language, block in re.findall(r"```(\w*)\n(.*?)```", text, flags=re.S):
+        if language not in ("", "bash", "sh"):
+            continue
         variables: dict[str, str] = {}
         for line in block.replace("\\\n", " ").splitlines():
             line = re.sub(r"\s+#.*$", "", line).strip()

@@ -6,3 +6,11 @@ level keeps only what every part of the project shares:
   when a `model=mixer` run starts, by the run's `build`);
 - `derive`: the presets written from the two registries, `python -m seqbench.presets [--write|--check]`.
 """
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m seqbench.presets`: the derivation's command line, imported when called, so that a run
+    importing the solver (`seqbench.presets.sizing`) does not load the derivation too."""
+    from seqbench.presets.derive import main as derive_main
+
+    return derive_main(argv)

@@ -1,5 +1,5 @@
 """`python -m seqbench.presets [--write|--check]`: the derivation's command line (`seqbench.presets.derive`)."""
 
-from seqbench.presets.derive import main
+from seqbench.presets import main
 
 raise SystemExit(main())

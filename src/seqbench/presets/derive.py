@@ -317,7 +317,7 @@ def table(derived: list[Derived]) -> str:
 def main(argv: list[str] | None = None) -> int:
     from seqbench.entry import register_resolvers
 
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m seqbench.presets", description=__doc__.splitlines()[0])
     parser.add_argument("--write", action="store_true", help="(re)generate the preset files")
     parser.add_argument("--check", action="store_true", help="exit 1 when a file differs from what --write writes")
     parser.add_argument("--comparison", action="append", help="only this comparison (repeatable)")

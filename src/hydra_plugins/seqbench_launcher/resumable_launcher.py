@@ -6,17 +6,17 @@ by side (one per core, each limited to `threads_per_job` threads so they do not 
 again with the same `hydra.sweep.dir`, the grid expands to the same job numbers and directories, and:
 
 - a job whose `metrics.json` says `status: completed` is skipped (its results stay as they are);
-- any other job runs again in its own directory, where `seqbench.run` finds `checkpoints/last.ckpt`
+- any other job runs again in its own directory, where `seqbench.training.run` finds `checkpoints/last.ckpt`
   (written every `callbacks.step_checkpoint.every_n_train_steps` steps and on SIGTERM) and resumes
   from it (`resume_requeued`), so a killed run loses at most the steps since that checkpoint.
 
 With `archive=<dir>` (the campaign sets it to the committed `experiments/sweeps/`), each finished job
 is also kept in `<dir>/<sweep name>.jsonl`, and a job found there (by what it trains, not its number)
-is restored into its directory instead of run (`seqbench.sweep_archive`): the sweep outlives the loss
+is restored into its directory instead of run (`seqbench.protocol.sweep_archive`): the sweep outlives the loss
 of its output folder, which is what a session stop does to everything outside the repository.
 `archive_from=[<sweep>, ...]` lets it restore jobs the named sweeps of that folder archived too (its own
 entry wins): the same key is the same training, so a tier's own size sweep takes the runs the first size
-sweep already made at that tier (`seqbench.final_cells`).
+sweep already made at that tier (`seqbench.protocol.final_cells`).
 
 `scripts/sweep_background.sh` starts such a sweep in the background under a fixed directory, so the
 same command, after a session stop or a reboot, carries on where the sweep was.
@@ -42,7 +42,12 @@ from hydra.core.singleton import Singleton
 from hydra.core.utils import JobReturn, JobStatus, configure_log, filter_overrides, setup_globals
 from omegaconf import open_dict, read_write
 
-from hydra_plugins.seqbench_launcher.process_launcher import JobDied, ProcessLauncher, _run_in_child, run_in_fresh_process
+from hydra_plugins.seqbench_launcher.process_launcher import (
+    JobDied,
+    ProcessLauncher,
+    _run_in_child,
+    run_in_fresh_process,
+)
 
 log = logging.getLogger(__name__)
 
@@ -66,7 +71,7 @@ def _check_same_job(job_dir: Path, overrides: Sequence[str]) -> None:
     from omegaconf import OmegaConf
 
     from seqbench.errors import ConfigError
-    from seqbench.sweep_archive import same_job
+    from seqbench.protocol.sweep_archive import same_job
 
     try:
         ran = list(OmegaConf.load(saved) or [])
@@ -106,7 +111,7 @@ class ResumableLauncher(ProcessLauncher):
         returns: dict[int, JobReturn] = {}
         pending = []
         restored = 0
-        from seqbench.sweep_archive import Archive, curve_of, key_text, restore
+        from seqbench.protocol.sweep_archive import Archive, curve_of, key_text, restore
 
         archived, found_in = {}, {}  # key -> entry, and the archive file it came from
         if self.archive_dir:
@@ -159,7 +164,7 @@ class ResumableLauncher(ProcessLauncher):
             return idx, self._died(config, overrides)
         job_dir = Path(str(config.hydra.sweep.dir)) / str(config.hydra.sweep.subdir)
         if key is not None and completed(job_dir):
-            from seqbench.sweep_archive import curve_of
+            from seqbench.protocol.sweep_archive import curve_of
 
             self.archive.append(key, job_dir.name, json.loads((job_dir / "metrics.json").read_text()),
                                 curve=curve_of(job_dir))
@@ -173,13 +178,13 @@ class ResumableLauncher(ProcessLauncher):
             del config["hydra"]
         return config
 
-    # -- the archive (seqbench.sweep_archive) --------------------------------------------------------
+    # -- the archive (seqbench.protocol.sweep_archive) --------------------------------------------------------
     def _key(self, config) -> dict | None:
         """The job's archive key, where there is an archive; a config the key cannot be read from (a
         task that is not a seqbench training run) is not archived, rather than failing the sweep."""
         if self.archive is None:
             return None
-        from seqbench.sweep_archive import job_key
+        from seqbench.protocol.sweep_archive import job_key
 
         try:
             return job_key(config)

@@ -1,8 +1,8 @@
 """Training-step time, tokens/s, memory and MFU against sequence length, every family at matched size.
 
-    python -m seqbench.bench                                      # CPU, the PTB presets, T = 64 .. 4096
-    python -m seqbench.bench --device cuda --batch-sizes 8,32      # GPU: bf16 autocast, MFU vs the card's stated peak
-    python -m seqbench.bench --families ptb/lstm,ptb/gpt --lengths 64,128 --out outputs/bench/quick
+    python -m seqbench.analysis.bench                                      # CPU, the PTB presets, T = 64 .. 4096
+    python -m seqbench.analysis.bench --device cuda --batch-sizes 8,32      # GPU: bf16 autocast, MFU vs the card's stated peak
+    python -m seqbench.analysis.bench --families ptb/lstm,ptb/gpt --lengths 64,128 --out outputs/bench/quick
 
 The models are the ones the comparison trains: each family is composed from its preset
 (`conf/preset/<preset>.yaml`, ~0.6M parameters without embeddings for `ptb/*`) exactly as
@@ -53,9 +53,8 @@ from pathlib import Path
 
 import torch
 
-from seqbench.analysis.bench_output import print_row, plot, write_csv, write_json
-from seqbench.ledger import write_record
-from seqbench.provenance import command_line
+from seqbench.analysis.bench_output import plot, print_row, write_csv, write_json
+from seqbench.provenance import command_line, write_record
 
 # after the compared families' PTB presets: GPT with written-out attention (memory ~T²) and the
 # attention models without dropout (the only case PyTorch's CPU flash kernel accepts)
@@ -296,7 +295,7 @@ def _ints(text: str) -> list[int]:
 
 def main(argv: list[str] | None = None) -> list[dict]:
     argv = sys.argv[1:] if argv is None else argv
-    parser = argparse.ArgumentParser(prog="python -m seqbench.bench", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m seqbench.analysis.bench", description=__doc__.split("\n\n")[0])
     parser.add_argument("--device", default="auto", help="cpu, cuda or auto (cuda when available)")
     parser.add_argument("--families", default=",".join(default_families()),
                         help="family presets (conf/preset/...); ':reference' uses the written-out attention, "
@@ -325,8 +324,8 @@ def main(argv: list[str] | None = None) -> list[dict]:
     started = time.time()
     rows = run(args.families.split(","), _ints(args.lengths), _ints(args.batch_sizes), args.vocab, device,
                args.warmup, args.repeats, args.max_step_s, args.max_mem_gb, isolate, args.threads, out,
-               args.peak_tflops, args.clock, "python -m seqbench.bench " + shlex.join(argv))
-    write_record(out, ["bench.csv", "bench.json"], command_line("seqbench.bench", argv), started)  # the ledger
+               args.peak_tflops, args.clock, "python -m seqbench.analysis.bench " + shlex.join(argv))
+    write_record(out, ["bench.csv", "bench.json"], command_line("seqbench.analysis.bench", argv), started)  # the ledger
     return rows
 
 

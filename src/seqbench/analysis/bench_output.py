@@ -1,4 +1,4 @@
-"""What `seqbench.bench` writes: one line per case as it is measured, `bench.csv` (the rows),
+"""What `seqbench.analysis.bench` writes: one line per case as it is measured, `bench.csv` (the rows),
 `bench.json` (the rows with the machine and command that made them) and `bench.png` (step time,
 tokens/s and peak memory against T). Kept apart from the measurement, which is what a reader of
 `seqbench.analysis.bench` has come to check.

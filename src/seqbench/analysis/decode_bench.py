@@ -34,6 +34,8 @@ from pathlib import Path
 
 import torch
 
+from seqbench.tables import table_lines
+
 FIELDS = ["device", "family", "batch", "beam", "length", "cache", "status", "seconds", "tokens_per_s", "load_1min"]
 SRC_VOCAB, TGT_VOCAB = 8000, 6000  # conf/data/multi30k.yaml: vocab_size, tgt_vocab_size
 BOS, EOS, PAD, NEVER = 2, 3, 0, -1
@@ -157,7 +159,7 @@ def _print_row(row: dict) -> None:
 
 def table(rows: list[dict]) -> str:
     """Markdown: one line per (family, T), tokens/s with and without the cache and their ratio."""
-    lines = ["| family | decoded tokens T | tok/s with cache | tok/s without | speed-up |", "|---|---:|---:|---:|---:|"]
+    lines = []
     keys = list(dict.fromkeys((r["family"], r["length"]) for r in rows))
     for family, length in keys:
         pair = {r["cache"]: r for r in rows if r["family"] == family and r["length"] == length}
@@ -168,8 +170,9 @@ def table(rows: list[dict]) -> str:
 
         ratio = (f"{on['tokens_per_s'] / off['tokens_per_s']:.1f}x"
                  if on and off and on["status"] == off["status"] == "ok" else "")
-        lines.append(f"| {family} | {length} | {cell(on)} | {cell(off)} | {ratio} |")
-    return "\n".join(lines)
+        lines.append([family, length, cell(on), cell(off), ratio])
+    return "\n".join(table_lines(["family", "decoded tokens T", "tok/s with cache", "tok/s without", "speed-up"], lines,
+                                 align="lrrrr"))
 
 
 def _ints(text: str) -> list[int]:

@@ -18,7 +18,7 @@ tokens after it. What each family's `generate` does is what is timed:
   whole sequence, where every step reads the cache of all earlier tokens.
 
 The models are the family presets (`conf/preset/<preset>.yaml`, composed as `python src/train.py
-preset=<preset>` builds them, with `:key=value` variants as in `seqbench.bench`), random weights, eval
+preset=<preset>` builds them, with `:key=value` variants as in `seqbench.analysis.bench`), random weights, eval
 mode, a vocabulary of `--vocab` (65: Tiny Shakespeare's characters).
 
 Reported per case: the median over the timed repeats of the whole `generate` call (`seconds`:

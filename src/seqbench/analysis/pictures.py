@@ -141,7 +141,7 @@ def attention_pictures(runs: Path | list[Path], T: int, families: list[str], out
 
 
 def log_images(paths: dict[str, Path], mode: str, project: str) -> None:
-    from seqbench.loggers import resolve_mode
+    from seqbench.training.loggers import resolve_mode
 
     resolved = "disabled" if mode == "disabled" else resolve_mode(mode)
     if resolved == "disabled" or (mode == "auto" and resolved != "online") or not paths:

@@ -23,7 +23,7 @@ from seqbench.protocol.sweep_archive import Archive, ArchiveCallback
 # command line after `--` (which every step of the chain takes) to the LSTM at 16 units, two rates, a few
 # steps: two jobs a step.
 TINY = ["preset=frontier/ptb/lstm", "size=xxs", "budget.flops=3e9", "tune.lr_scale=1,2", "tune.tokens_per_step=280",
-        "trainer.limit_val_batches=2", "tune.schedule.warmup_steps=2"]
+        "trainer.limit_val_batches=2"]
 
 
 def _campaign(args: list[str], tmp_path, extra: list[str]) -> subprocess.CompletedProcess:

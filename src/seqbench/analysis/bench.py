@@ -54,7 +54,13 @@ from pathlib import Path
 import torch
 
 from seqbench.analysis.bench_output import plot, print_row, write_csv, write_json
+from seqbench.callbacks.run_stats import reset_peak_memory
+from seqbench.compose import compose_final
+from seqbench.data.spec import TaskSpec
+from seqbench.entry import register_resolvers
+from seqbench.families import presets
 from seqbench.provenance import command_line, write_record
+from seqbench.tasks.lm import token_nll
 
 # after the compared families' PTB presets: GPT with written-out attention (memory ~T²) and the
 # attention models without dropout (the only case PyTorch's CPU flash kernel accepts)
@@ -67,17 +73,12 @@ SDPA_KERNELS = {"_scaled_dot_product_flash_attention": "flash", "_scaled_dot_pro
 # -- the models -----------------------------------------------------------------------------------
 def default_families() -> list[str]:
     """The compared families' PTB presets (seqbench.families), then the attention variants."""
-    from seqbench.families import presets
-
     return [*presets("ptb").split(","), *ATTENTION_VARIANTS]
 
 
 def preset_config(family: str):
     """The config `python src/train.py preset=<preset>` runs with (seqbench.compose: recipe included),
     with a variant's overrides (`ptb/gpt:reference`, `ptb/gpt:dropout=0`) after it."""
-    from seqbench.compose import compose_final
-    from seqbench.entry import register_resolvers
-
     preset, *variants = family.split(":")
     overrides = [f"preset={preset}", "logger=csv"]
     for variant in variants:
@@ -91,7 +92,6 @@ def build_model(family: str, vocab: int, length: int):
     sequences of `length`."""
     from hydra.utils import instantiate
 
-    from seqbench.data.spec import TaskSpec
 
     cfg = preset_config(family)
     if "context" in cfg.model:
@@ -121,8 +121,6 @@ def _rss_kb(field: str) -> int:
 
 def memory_mark(device: torch.device) -> float:
     """Start a new peak and return the current usage in MB."""
-    from seqbench.callbacks.run_stats import reset_peak_memory
-
     reset_peak_memory(device)
     if device.type == "cuda":
         return torch.cuda.memory_allocated(device) / 2**20
@@ -139,8 +137,6 @@ def memory_peak(device: torch.device) -> float:
 def measure(family: str, batch: int, length: int, vocab: int, device: str, warmup: int, repeats: int,
             threads: int | None = None, clock: str = "wall") -> dict:
     """Time and measure one (family, B, T) case; runs in a fresh process when isolated."""
-    from seqbench.tasks.lm import token_nll
-
     if threads:
         torch.set_num_threads(threads)
     dev = torch.device(device)

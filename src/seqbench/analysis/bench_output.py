@@ -12,6 +12,8 @@ from pathlib import Path
 
 import torch
 
+from seqbench.analysis.layer_bench import machine
+
 # the columns of bench.csv, in order; a row may carry more keys (bench.json keeps them all)
 FIELDS = ["device", "family", "batch", "length", "status", "step_ms", "tokens_per_s", "peak_mem_mb",
           "params_non_embedding", "flops_per_token", "tflops", "mfu", "peak_tflops", "peak_source", "load_1min",
@@ -38,8 +40,6 @@ def write_csv(rows: list[dict], path: Path) -> None:
 def write_json(rows: list[dict], path: Path, device: torch.device, command: str | None, clock: str,
                  vocab: int) -> None:
     """The rows with where and how they were measured (CPU model, torch, date, command, clock)."""
-    from seqbench.analysis.layer_bench import machine
-
     record = {**machine(device), "command": command, "threads": torch.get_num_threads(), "clock": clock,
               "vocab": vocab, "results": rows}
     path.write_text(json.dumps(record, indent=1) + "\n")

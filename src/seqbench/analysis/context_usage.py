@@ -54,6 +54,7 @@ from seqbench.errors import UserError
 from seqbench.families import family_of
 from seqbench.provenance import command_line, write_record
 from seqbench.training.record import read_metrics
+from seqbench.training.tune import apply_tuning
 
 KS = (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000)
 DS = (1, 2, 5, 10, 20, 50, 100, 200)
@@ -283,7 +284,6 @@ def load_lm(run_dir: Path, ckpt: Path, datamodules: dict) -> LM:
     import hydra
     from omegaconf import OmegaConf
 
-    from seqbench.training.tune import apply_tuning
 
     check_checkpoint(ckpt)  # before the data is read: a file that would run code is refused first
     cfg = OmegaConf.load(run_dir / ".hydra" / "config.yaml")

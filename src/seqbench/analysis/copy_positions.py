@@ -17,9 +17,11 @@ from pathlib import Path
 
 import torch
 
+from seqbench.analysis.gradient_flow import build_family, trained_checkpoints
 from seqbench.checkpoints import load_weights
 from seqbench.data.streams import IGNORE_INDEX
 from seqbench.entry import run_command
+from seqbench.families import compared
 from seqbench.tables import table_lines, table_row
 
 
@@ -41,9 +43,6 @@ def answer_accuracy(model, batch: dict, num_symbols: int, copy_length: int, seed
 
 
 def main(argv: list[str] | None = None) -> dict:
-    from seqbench.analysis.gradient_flow import build_family, trained_checkpoints
-    from seqbench.families import compared
-
     parser = argparse.ArgumentParser(prog="python -m seqbench.analysis.copy_positions",
                                      description=__doc__.split("\n\n")[0])
     parser.add_argument("runs", type=Path, nargs="+", help="long_range multirun directories")

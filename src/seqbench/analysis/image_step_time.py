@@ -17,14 +17,13 @@ import time
 
 import torch
 
+from seqbench.compose import compose_final
+from seqbench.entry import register_resolvers
 from seqbench.tables import table_lines, table_row
 
 
 def compose(family: str, overrides: list[str]):
     """The config `python src/train.py preset=<family> <overrides>` runs with (seqbench.compose)."""
-    from seqbench.compose import compose_final
-    from seqbench.entry import register_resolvers
-
     register_resolvers()
     return compose_final([f"preset={family}", "paths.data_dir=.", "logger=csv", *overrides])
 

@@ -33,6 +33,7 @@ from pathlib import Path
 import torch
 
 from seqbench.analysis.context_usage import full_context_losses, load_all, nll
+from seqbench.provenance import write_record
 from seqbench.tables import table_lines
 from seqbench.training.record import seed_of
 
@@ -291,7 +292,6 @@ def main(argv: list[str] | None = None) -> list[dict]:
                  f"{compute_changes(rows)}\n")
     (args.out / "loss_by_position.md").write_text(text)
     write_cells(args.out / "cells.csv", rows)
-    from seqbench.provenance import write_record
 
     write_record(args.out, ["loss_by_position.csv", "cells.csv", "loss_by_position.md"],
                  "python -m seqbench.analysis.loss_by_position " + " ".join(sys.argv[1:] if argv is None else argv),

@@ -36,10 +36,12 @@ from collections import Counter
 from pathlib import Path
 
 from seqbench.analysis.matrix import pairs
-from seqbench.entry import PROJECT_ROOT
+from seqbench.compose import compose_final
+from seqbench.entry import PROJECT_ROOT, register_resolvers
 from seqbench.provenance import hardware, write_record
 from seqbench.tables import table_lines
 from seqbench.training.record import read_metrics
+from seqbench.training.run import instantiate
 
 # (metric reported, higher is better) per data config
 METRIC = {"lm": ("test/ppl", False), "classification": ("test/acc", True), "image": ("test/acc", True),
@@ -89,9 +91,6 @@ def baseline(data: str, task: str, data_dir: Path, cache: dict) -> float | None:
         return FIXED[task]
     if data in cache:
         return cache[data]
-    from seqbench.compose import compose_final
-    from seqbench.entry import register_resolvers
-    from seqbench.training.run import instantiate
 
     register_resolvers()
     extra = [a.format(d=data_dir) for a in USER_TEXT] if data == "text" else []

@@ -31,6 +31,8 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
+from seqbench.data.ptb import PTBDataModule
+from seqbench.nn.recurrent_lm import RecurrentLM, detach_state
 from seqbench.tables import table
 from seqbench.training.record import read_metrics
 
@@ -40,9 +42,6 @@ TOKENS_PER_BATCH = 20 * 35
 
 def bare_loop(data_dir: str, batches: int, warmup: int = 5) -> float:
     """ms/batch of a plain loop over the same network and batches as `model=lstm data=ptb`."""
-    from seqbench.data.ptb import PTBDataModule
-    from seqbench.nn.recurrent_lm import RecurrentLM, detach_state
-
     torch.manual_seed(0)
     dm = PTBDataModule(data_dir, batch_size=20, bptt=35)
     dm.setup()

@@ -410,6 +410,7 @@ def main(argv: list[str] | None = None) -> int:
         for sweep_dir in args.sweep_dir:
             print(f"{sweep_dir.name}: {add_curves(sweep_dir, args.archive)} job(s) given their curve")
         return 0
+    # the chain is needed by this command alone; the launcher imports this module at every sweep's start
     from seqbench.protocol.chain import Chain
     from seqbench.protocol.final_cells import Experiment
 

@@ -47,7 +47,7 @@ from seqbench.training.record import CURVE_KEYS, Run, read_runs, run_setting, ru
 
 def read_wandb(group: str, project: str, entity: str | None) -> list[Run]:
     """The runs of a W&B group, read through the public API; needs a key and the network."""
-    from seqbench.training.loggers import resolve_mode
+    from seqbench.training.loggers import resolve_mode  # Lightning's loggers: loaded only for W&B, not for every report
 
     if resolve_mode("auto") != "online":
         raise SystemExit("W&B is offline here (no API key or no network): report on the local multirun "
@@ -219,7 +219,7 @@ def write_report(runs: list[Run], out: Path, target: float | None = None, title:
 def log_to_wandb(result: dict, mode: str, project: str, group: str | None) -> None:
     """Post the plots and the table to W&B as media of a `report` run ('auto': only when online); the
     table is a `wandb.Table` of numbers, which W&B sorts and filters, not a picture of the markdown."""
-    from seqbench.training.loggers import resolve_mode
+    from seqbench.training.loggers import resolve_mode  # Lightning's loggers: loaded only for W&B
 
     resolved = resolve_mode(mode)
     if resolved == "disabled" or (mode == "auto" and resolved != "online"):

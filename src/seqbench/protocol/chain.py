@@ -66,7 +66,6 @@ class Chain:
                                                 "tune.lr_scale=1", "tune.tokens_per_step=null"])]
 
     def edges(self) -> list[Sweep]:
-
         base = self.root / self.experiment
         found = searches(read_trials([base]), planned(base) or {})
         return parse_commands(commands(found, [base]))
@@ -89,7 +88,6 @@ class Chain:
         return sorted(self.root.glob(f"{self.experiment}_transfer_*")) if self.root.is_dir() else []
 
     def _final(self, sizes: list[Path] | None) -> list[Sweep]:
-
         size_runs = self._read(sizes) if sizes else None
         tuned, moved = self.settings()
         return parse_commands(final_commands(tuned, Experiment(self.experiment), size_runs, moved=moved))
@@ -97,8 +95,6 @@ class Chain:
     def checks(self) -> tuple[dict[str, dict], dict]:
         """Each family's tuned setting, and the transfer check of each (family, tier) it has reached
         (`seqbench.protocol.transfer_check.checks`)."""
-
-
         found, dirs = self._searches(), self.transfer_dirs()
         tuned = self._tuned(found)
         planned = Counter(job for _, overrides in self._transfer(found) for job in sweep_jobs(overrides))
@@ -125,7 +121,6 @@ class Chain:
         return self._transfer(self._searches())
 
     def _transfer(self, found: list) -> list[Sweep]:
-
         experiment = Experiment(self.experiment)
         searched_tier, size = searched_at(self.experiment)
         grids, tuned = token_neighbours(found), self._tuned(found)
@@ -182,7 +177,6 @@ class Chain:
 
     @staticmethod
     def _tuned(searches: list) -> dict[str, dict]:
-
         return per_family(rows(searches))
 
     def ready(self, step: str) -> bool:

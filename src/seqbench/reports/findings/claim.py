@@ -1,6 +1,5 @@
 """A claim as the findings page states it, and the conditions of the records that answer it."""
 
-
 from __future__ import annotations
 
 from dataclasses import dataclass, field

@@ -29,7 +29,6 @@ from seqbench.families import order
 from seqbench.protocol.chain import Chain
 from seqbench.protocol.final_cells import (
     SEEDS,
-    TOP_SEEDS,
     Experiment,
     flops_text,
     planned_seeds,
@@ -178,7 +177,8 @@ def seed_count(runs, tiers: list[float]) -> str:
     entries = [c for tier in sorted({c.budget for c in cs}) for c in verdict(cs, tier).entries.values()]
     full = sum(len(c.score) >= planned_seeds(c.budget, tiers) for c in entries)
     beyond = any(c.budget > max(tiers) for c in entries)
-    planned = (f"their {SEEDS} seeds or more ({TOP_SEEDS} at the tier beyond the frontier)" if beyond and TOP_SEEDS != SEEDS
+    top = planned_seeds(max(tiers) * 10, tiers)  # the protocol's count, read where it is kept
+    planned = (f"their {SEEDS} seeds or more ({top} at the tier beyond the frontier)" if beyond and top != SEEDS
                else f"{SEEDS} seeds or more")
     return f"{full} of the {len(entries)} cells the verdict reads have {planned}"
 

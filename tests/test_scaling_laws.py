@@ -152,3 +152,27 @@ def test_one_e_for_the_corpus_predicts_a_held_out_budget_better_when_the_familie
         assert shared > 1e-4
         wins += shared < own
     assert wins >= 8
+
+
+LADDER = ("xxs", "xs", "s", "m", "l", "xl")
+
+
+def _ladder_point(name: str, loss: float, passes: float = 1.0) -> sl.Point:
+    k = LADDER.index(name)
+    return sl.Point("f", 1e12, name, 1e6 * 2**k, 1e4 * 4**k, (loss,), passes)
+
+
+def test_a_profile_grows_past_the_edge_its_valley_runs_off_and_to_five_sizes_spanning_8x():
+    # bug caught: the next size taken on the wrong side of an edge, or a bracketed three-size profile left
+    # at three sizes (a valley the parabola reads from three points, a grid spanning 4x)
+    def add(losses: dict[str, float], **passes) -> list[str]:
+        return sl.sizes_to_add([_ladder_point(n, v, passes.get(n, 1.0)) for n, v in losses.items()], LADDER)
+
+    assert add({"s": 2.0, "m": 2.1, "l": 2.2}) == ["xs"]                   # lowest at the smallest: go down
+    assert add({"s": 2.2, "m": 2.1, "l": 2.0}) == ["xl"]                   # lowest at the largest: go up
+    assert add({"s": 2.1, "m": 2.0, "l": 2.1}) == ["xs"]                   # bracketed, 3 sizes: grow, below first
+    assert add({"xs": 2.2, "s": 2.1, "m": 2.0, "l": 2.1}) == ["xl"]        # the side with fewer sizes
+    assert add({"xxs": 2.3, "xs": 2.2, "s": 2.0, "m": 2.1, "l": 2.2}) == []  # 5 sizes, 16x: done
+    assert add({"xxs": 2.0, "xs": 2.1, "s": 2.2}) == []                   # the ladder's end: nothing further
+    # the valley runs into repeated text below: never further down
+    assert add({"xs": 1.9, "s": 2.0, "m": 2.1, "l": 2.2}, xs=9.0) == []

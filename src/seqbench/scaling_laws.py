@@ -292,3 +292,37 @@ def held_out_error(points: Sequence[Point], shared_e: bool, max_budget: float | 
         laws = fit_laws({f: (c, l) for f, (c, l, _, _) in series.items()}, shared_e)
         errors += [float(laws[o.family](held)) - o.loss for o in usable if o.budget == held and o.family in laws]
     return math.sqrt(float(np.mean(np.square(errors)))) if errors else math.nan
+
+
+# -- which sizes a profile still needs --------------------------------------------------------------
+MIN_SIZES, MIN_SPAN = 5, 8.0  # a profile: at least five sizes spanning at least 8x in FLOPs per token
+
+
+def sizes_to_add(points: Sequence[Point], ladder: Sequence[str]) -> list[str]:
+    """The sizes of `ladder` (every size name the family has, smallest first) one profile should run next:
+    one step beyond an edge its valley runs off (below or above), and while it has fewer than `MIN_SIZES`
+    sizes or spans less than `MIN_SPAN` in FLOPs per token, the ladder's next size on the side of its
+    lowest point that has fewer sizes run (below first on a tie). A valley that runs into repeated-text
+    sizes is not extended downward (smaller models would repeat the text more), nor is any profile whose
+    lowest clean point is interior and whose grid is complete. An empty list: the profile is done, or the
+    ladder has no size further that way (the caller reports it as unbracketed at the ladder's end)."""
+    ran = {p.size for p in points}
+    unknown = ran - set(ladder)
+    if unknown:
+        raise ValueError(f"sizes {sorted(unknown)} are not on the ladder {list(ladder)}")
+    have = [i for i, name in enumerate(ladder) if name in ran]
+    lo, hi = have[0], have[-1]
+    found = optimum(points)
+    below = ladder[lo - 1] if lo > 0 else None
+    above = ladder[hi + 1] if hi + 1 < len(ladder) else None
+    if found.status == UNBRACKETED:
+        step = below if found.edge == "below" else above
+        return [step] if step else []
+    if found.status == DATA_LIMITED:
+        return [above] if above and found.edge != "below" else []
+    if len(have) >= MIN_SIZES and found.span >= MIN_SPAN:
+        return []
+    best = ladder.index(found.best) if found.best else (lo + hi) // 2
+    if above is None or (below is not None and best - lo <= hi - best):
+        return [below] if below else []
+    return [above]

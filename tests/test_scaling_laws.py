@@ -1,4 +1,4 @@
-"""The compute laws (seqbench.scaling_laws, seqbench.scaling_bootstrap) on synthetic profiles whose truth is
+"""The compute laws (seqbench.protocol.scaling_laws, seqbench.protocol.scaling_bootstrap) on synthetic profiles whose truth is
 known: the Chinchilla form L(N, D) = E + A/N^α + B/D^β (Hoffmann et al. 2022, their fitted constants), whose
 IsoFLOP optima follow L*(C) = E + G·C^(−αβ/(α+β)) and N*(C) ∝ C^(β/(α+β)) exactly. The profiles are laid
 out as the frontier lays them out (sizes two-fold apart in FLOPs per token around the optimum, one seed a
@@ -11,8 +11,8 @@ import math
 import numpy as np
 import pytest
 
-from seqbench import scaling_bootstrap as sb
-from seqbench import scaling_laws as sl
+from seqbench.protocol import scaling_bootstrap as sb
+from seqbench.protocol import scaling_laws as sl
 
 E, A, B, ALPHA, BETA = 1.0, 406.4, 410.7, 0.34, 0.28
 LOSS_EXPONENT = ALPHA * BETA / (ALPHA + BETA)   # 0.1535: L*(C) - E ∝ C^-0.1535
@@ -97,7 +97,7 @@ def test_a_data_limited_cell_is_marked_and_a_valley_that_runs_into_repeated_text
 
 
 def test_a_draw_of_every_size_once_without_noise_is_the_readable_optimum_and_law():
-    # bug caught: the vectorised parabola's weights or window differ from seqbench.scaling_laws.optimum's
+    # bug caught: the vectorised parabola's weights or window differ from seqbench.protocol.scaling_laws.optimum's
     rng = np.random.default_rng(3)
     points = profile_points(rng, noise=0.0)
     groups = sl.profiles(points)

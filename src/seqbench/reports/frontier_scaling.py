@@ -147,7 +147,10 @@ def crossover_rows(laws, draws: sb.LawDraws, start: float) -> list[dict]:
         found = sb.crossing_draws(draws, family, recurrent, start)
         found = found[np.isnan(found) == False]  # noqa: E712 (numpy)
         beyond = float(np.mean(np.isinf(found))) if found.size else math.nan
-        lo, hi = (np.percentile(found, [2.5, 97.5]) if found.size else (math.nan, math.nan))
+        # a draw that never crosses counts as beyond the horizon: its percentile is read as such, not as nan
+        capped = np.where(np.isinf(found), sl.HORIZON * 10, found)
+        lo, hi = ([v if v <= sl.HORIZON else math.inf for v in np.percentile(capped, [2.5, 97.5])]
+                  if found.size else (math.nan, math.nan))
         rows.append({"attention": family, "recurrent": "+".join(recurrent), "status": status, "compute": where,
                      "compute_lo": float(lo), "compute_hi": float(hi), "draws_never": round(beyond, 3)})
     return rows
@@ -155,15 +158,17 @@ def crossover_rows(laws, draws: sb.LawDraws, start: float) -> list[dict]:
 
 def _crossing_text(row: dict) -> str:
     lo, hi = row["compute_lo"], row["compute_hi"]
-    if not math.isfinite(lo):
-        band = f"no draw crosses before {sl.HORIZON:.0e}" if math.isinf(lo) else "no draw fitted"
+    if math.isinf(lo):
+        band = f"over 97.5 % of the draws never cross before {sl.HORIZON:.0e}"
+    elif math.isnan(lo):
+        band = "no draw fitted"
     else:
         band = f"{lo:.1e} – " + (f"{hi:.1e}" if math.isfinite(hi) else f"beyond {sl.HORIZON:.0e}")
     if row["status"] == sl.CROSSES:
         return f"crosses at {row['compute']:.1e} FLOPs (95 %: {band})"
     if row["status"] == sl.AHEAD:
         return f"crossed below the first tier (ahead there; 95 %: {band})"
-    return f"no crossing before {sl.HORIZON:.0e} FLOPs ({row['draws_never']:.0%} of the draws never cross; 95 %: {band})"
+    return f"no crossing before {sl.HORIZON:.0e} FLOPs ({row['draws_never']:.1%} of the draws never cross; 95 %: {band})"
 
 
 def _profile_text(r: dict) -> str:
@@ -175,6 +180,8 @@ def _profile_text(r: dict) -> str:
         todo = f"; next: {r['next']}" if r["next"] and r["next"] not in ("done", "end of ladder", "data-limited") else ""
         return f"bracketed ({best}" + (f"; short of {sl.MIN_SIZES} sizes over {sl.MIN_SPAN:g}x{todo}" if short else "") + ")"
     if r["status"] == sl.DATA_LIMITED:
+        if not best:
+            return f"**data-limited** (fewer than three sizes under {sl.DATA_LIMIT:g} passes)"
         why = (f"; {r['next_passes']:g} passes at the next size" if math.isfinite(r["next_passes"]) else "")
         return f"**data-limited** ({best}{why})"
     if r["status"] == sl.UNBRACKETED:
@@ -225,8 +232,14 @@ def markdown(corpus: str, optima: list[dict], laws: list[dict], heldout: list[di
     else:
         text += ["No family with a law has run the tier beyond yet.", ""]
     text += ["### The crossover", ""]
-    text += ([f"- **{r['attention']}** against the best of {r['recurrent'].replace('+', ', ')}: {_crossing_text(r)}" for r in crossings]
-             or ["Needs laws on both sides: not yet."])
+    if crossings:
+        text += ["Each attention family's law against the lower envelope of the recurrent families' laws (the best "
+                 "recurrent family at each compute), from the first fitted tier to 1e20 FLOPs; the interval from the "
+                 "bootstrap's draws.", "",
+                 table(["attention", "against", "where the laws cross"],
+                       [[r["attention"], r["recurrent"].replace("+", ", "), _crossing_text(r)] for r in crossings]), ""]
+    else:
+        text += ["Needs laws on both sides: not yet.", ""]
     return "\n".join(text + ["", read, ""])
 
 

@@ -27,6 +27,8 @@ for corpus in shakespeare ptb; do
   run seqbench.reports.frontier_tuned "$experiment" --root "$root" \
     --before "$figures/$untuned/runs.csv" "$figures/$untuned-parallel/runs.csv" \
     --report "$figures/frontier-after-tuning-$corpus"
+  # the verdict at scale (issue 64): IsoFLOP profiles, compute laws, the held-out tier, the crossover
+  run seqbench.reports.frontier_scaling "$experiment" --root "$root" --report "$figures/scaling-$corpus"
 done
 # translation under one label-smoothing rule (issue 36, item 5): its sweeps, as far as they have run
 translation=(); for sweep in mt_ls mt_ls_pair; do [ -d "$root/$sweep" ] && translation+=("$root/$sweep"); done

@@ -484,4 +484,4 @@ def test_the_size_sweeps_train_each_cell_once_at_its_own_setting():
     assert f"tune.per_family={{{LSTM}:{{lr_scale:2,tokens_per_step:512}},{GPT}:{{lr_scale:1,tokens_per_step:1024}}}}" in top
     cells = [job for overrides in sweeps.values() for job in sweep_jobs(overrides)]
     assert sorted(set(cells)) == sorted((f, t) for f in (LSTM, GPT) for t in (1e11, 1e12, 1e13))
-    assert len(cells) == 2 * 3 * len(Experiment("tune_frontier").sizes)  # each (family, tier) at each size, once
+    assert len(cells) == 2 * 3 * len(Experiment("tune_frontier").grid)  # each (family, tier) at each size of the grid, once

@@ -103,7 +103,7 @@ def test_without_size_runs_it_prints_the_size_selection_sweep_and_the_old_table_
     search = _search(tmp_path)
     (name, overrides), = _commands(final_cells.main([str(search)]))
     assert name == "frontier_tuned_sizes"
-    assert list(overrides["size"].sweep_string_iterator()) == ["xxs", "xs", "s", "m", "l"]
+    assert list(overrides["size"].sweep_string_iterator()) == ["s", "m", "l"]
     assert [float(b) for b in overrides["budget.flops"].sweep_string_iterator()] == [1e11, 1e12, 1e13]
     assert overrides["seed"].value() == 1234 and overrides["test"].value() is True
     assert overrides["tune.per_family"].value() == {"lstm": {"lr_scale": 2, "tokens_per_step": 512},
@@ -133,4 +133,4 @@ def test_the_printed_sweeps_compose_as_written_and_train_the_chosen_size(tmp_pat
     assert record["tune/lr_scale"] == 2 and cfg.model.optimizer.lr == pytest.approx(2 * record["tune/recipe_lr"])
     (_, sizes), = _commands(final_cells.main([str(_search(tmp_path / "again"))]))
     cfg = compose_cfg(_first_job(sizes, "frontier/shakespeare/gpt"), tmp_path)
-    assert apply_tuning(cfg)["tune/lr_scale"] == 0.5 and (cfg.size, cfg.seed) == ("xxs", 1234)
+    assert apply_tuning(cfg)["tune/lr_scale"] == 0.5 and (cfg.size, cfg.seed) == ("s", 1234)

@@ -213,6 +213,11 @@ class LanguageModelDataModule(EpochPlace, L.LightningDataModule):
         length = model.context if getattr(model, "lm_batching", "stream") == "windows" else self.bptt
         return self.batch_size, length
 
+    def data_record(self) -> dict[str, int]:
+        """The training split's size in tokens, for the run's record: a run's passes over its text are its
+        tokens trained over this (`seqbench.protocol.profiles`: beyond about 4 a run measures repetition)."""
+        return {"data/train_tokens": self.num_tokens("train")}
+
     def eval_context(self, model) -> dict[str, int]:
         """How much context a scored valid/test token is predicted from, for the run's record and the report.
 

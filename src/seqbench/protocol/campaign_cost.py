@@ -43,6 +43,7 @@ from pathlib import Path
 
 from seqbench.protocol.chain import DONE, Job, searched_at, sweep_jobs
 from seqbench.protocol.final_cells import TOP_SEEDS, Experiment, chosen_sizes, size_of
+from seqbench.protocol.scaling_laws import MIN_SIZES
 from seqbench.protocol.transfer_check import setting_at
 from seqbench.protocol.tuning import per_family, summary
 from seqbench.provenance import utc_now, write_record
@@ -56,7 +57,11 @@ def rule_jobs(step: str, experiment, families: list[str], top_families: tuple[st
     """The protocol's count for a step whose sweeps depend on results not there yet."""
     tiers = experiment.tiers()
     others = [t for t in tiers if t != searched]
-    per_step = {"sizes": [(f, t) for f in families for _ in experiment.sizes for t in tiers],
+    # the profile step's count is its floor: each cell grown from the grid to `MIN_SIZES` sizes (a valley
+    # that runs off its grid needs more; one that would repeat its text, fewer)
+    grown = max(MIN_SIZES - len(experiment.grid), 0)
+    per_step = {"sizes": [(f, t) for f in families for _ in experiment.grid for t in tiers],
+                "profiles": [(f, t) for f in families for t in tiers for _ in range(grown)],
                 "seeds": [(f, t) for f in families for t in tiers for _ in range(2)],
                 "transfer": [(f, t) for f in families for t in others for _ in range(5)],
                 "top": [(f, max(tiers) * 10) for f in families if not top_families or f in top_families] * TOP_SEEDS}
@@ -195,8 +200,11 @@ def _sweep_dirs(chain, frontier: str) -> dict[str, list[Path]]:
     existing = sorted(p for p in chain.root.iterdir() if p.is_dir()) if chain.root.is_dir() else []
     out = {step: [p for p in existing if p.name == name or (name.endswith("_") and p.name.startswith(name))]
            for step, name in names.items()}
-    # the sizes' per-tier sweeps too (`<frontier>_tuned_sizes_<tier>`, where the transfer check moved a setting)
-    out["sizes"] += [p for p in existing if p.name.startswith(names["sizes"] + "_")]
+    # the sizes' per-tier sweeps too (`<frontier>_tuned_sizes_<tier>`, where the transfer check moved a setting);
+    # the profile step's (`<frontier>_tuned_sizes_profile_*`) are its own
+    profile = names["sizes"] + "_profile_"
+    out["sizes"] += [p for p in existing if p.name.startswith(names["sizes"] + "_") and not p.name.startswith(profile)]
+    out["profiles"] = [p for p in existing if p.name.startswith(profile)]
     return out
 
 
@@ -219,7 +227,7 @@ def rows(chain, steps: list[str]) -> list[Row]:
     chosen = {}
     if done(chain.experiment):
         tuned_at, moved = chain.settings()
-        chosen = chosen_sizes(runs["sizes"], lambda f, t: setting_at(tuned_at, moved, f, t) if f in tuned_at else None)
+        chosen = chosen_sizes(runs["sizes"] + runs["profiles"], lambda f, t: setting_at(tuned_at, moved, f, t) if f in tuned_at else None)
     by_size = chosen_rates(pooled, timed, tuned, search_names, chosen)
     searched = (chain.root / chain.experiment).is_dir()
     edges = chain.edges() if searched else []  # from the search so far where it has not finished

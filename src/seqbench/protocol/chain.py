@@ -22,7 +22,10 @@ from seqbench.protocol.final_cells import (
     command,
     final_commands,
     flops_text,
+    ran_with,
 )
+from seqbench.protocol.profiles import plan, points_of, train_tokens
+from seqbench.protocol.scaling_laws import profiles
 from seqbench.protocol.sweep_reads import SweepReads
 from seqbench.protocol.transfer_check import checks, per_tier, rate_extensions, setting_at, token_extensions
 from seqbench.protocol.tuning import per_family, rows, searched
@@ -72,6 +75,39 @@ class Chain:
 
     def sizes(self) -> list[Sweep]:
         return self._final(None)
+
+    def profiles(self) -> list[Sweep]:
+        """The IsoFLOP profiles grown past the size grid (issue 64, item 1): for each (family, tier) whose
+        runs so far at its tier's setting need another size of the presets' ladder (`seqbench.protocol.profiles.plan`:
+        past an edge the valley runs off, then on to five sizes spanning 8x, never a size that would repeat
+        its text more than 4 times), one sweep of that size, one seed, as the size step runs its sizes:
+        `<frontier>_tuned_sizes_profile_<tier>_<family>_<size>`. A job the size step's archive holds (a size
+        run before the grid was cut to the frontier's) is restored, not trained. The step grows from its own
+        results: the campaign computes it again after each round, until no profile asks for more."""
+
+        experiment = Experiment(self.experiment)
+        tuned, moved = self.settings()
+        if not tuned:
+            return []
+        first_seed = OmegaConf.load(experiment.conf_dir / "train.yaml").seed
+        runs = [r for r in self._read(self.size_dirs()) if not r.failed and r.family in tuned
+                and r.metrics.get("budget/flops") is not None
+                and ran_with(r, setting_at(tuned, moved, r.family, float(r.metrics["budget/flops"])))]
+        points = points_of(runs, experiment.tiers())
+        by_family: dict[str, list] = {}
+        for p in points:
+            by_family.setdefault(p.family, []).append(p)
+        tokens = {r.family: train_tokens(r) for r in runs}
+        out = []
+        for (family, tier), group in sorted(profiles(points).items()):
+            step = plan(group, by_family[family], experiment.sizes, tokens[family])
+            if step.size is None:
+                continue
+            name = f"{experiment.frontier}_tuned_sizes_profile_{flops_text(tier)}_{family}_{step.size}"
+            setting = {family: {**setting_at(tuned, moved, family, tier), "size": step.size}}
+            out += parse_commands([command(name, experiment, [tier], str(first_seed), setting,
+                                           (f"hydra.launcher.archive_from=[{experiment.frontier}_tuned_sizes]",))])
+        return out
 
     def seeds(self) -> list[Sweep]:
         return self._final(self.size_dirs())
@@ -183,8 +219,8 @@ class Chain:
         """Whether a step's sweeps can be computed yet (for the dry run; the chain itself runs the steps in
         order): the untuned recipes and the grid's extension read the search; the transfer check and the
         sizes read the extension as well (before it, they would come from the base grid alone; the sizes'
-        sweeps of the tiers the transfer check moved come from the check so far); the seeds and the top
-        tier read every size sweep's runs."""
+        sweeps of the tiers the transfer check moved come from the check so far); the profiles read the size
+        sweeps; the seeds and the top tier read every size and profile sweep's runs."""
 
         def done(name: str) -> bool:
             return (self.root / name / DONE).is_file()
@@ -196,9 +232,12 @@ class Chain:
         extended = done(self.experiment) and all(done(name) for name, _ in self.edges())
         if not extended or step in ("transfer", "sizes"):
             return extended
-        return all(done(name) for name, _ in self.sizes())
+        sized = all(done(name) for name, _ in self.sizes())
+        if not sized or step == "profiles":
+            return sized
+        return all(done(name) for name, _ in self.profiles())
 
-    STEPS = ("search", "untuned", "edges", "transfer", "sizes", "seeds", "top")
+    STEPS = ("search", "untuned", "edges", "transfer", "sizes", "profiles", "seeds", "top")
     top_families: tuple[str, ...] = ()
 
 

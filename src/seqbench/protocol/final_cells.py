@@ -4,9 +4,12 @@ The verdict (`seqbench.protocol.verdict`) needs ≥ 3 seeds on the cell each fam
 tier, and running every (family, size, tier) three times would pay for cells the verdict never reads.
 So (experiments/tuning-protocol.md, "Final cells"):
 
-1. **Size selection:** at every tier, each family's sizes run once (the config's seed, 1234) with
-   the family's tuned setting (`tune.per_family`, the search's best: `seqbench.protocol.tuning.per_family`);
-   test on, 10 validations, so that each run is also the first seed of its cell.
+1. **Size selection:** at every tier, each family's sizes of the frontier's grid (`Experiment.grid`) run
+   once (the config's seed, 1234) with the family's tuned setting (`tune.per_family`, the search's best:
+   `seqbench.protocol.tuning.per_family`); test on, 10 validations, so that each run is also the first
+   seed of its cell. The profile step then adds sizes of the presets' ladder one at a time where a
+   profile's valley runs off the grid (`seqbench.protocol.profiles`), in sweeps `<name>_sizes_profile_*`
+   that the seeds read with the rest.
 2. **Seeds:** at each tier, the size whose run has the lowest *selection* loss (`verdict.selection_loss`:
    the best validation loss, on the selection half; never the score, never another tier's, never a
    failed run's) is the family's cell there, and only that size gets seeds 2 and 3: one sweep per tier,
@@ -127,8 +130,21 @@ class Experiment:
         tables = [list(OmegaConf.load(conf_dir / "preset" / f"{p}.yaml").get("sizes") or {}) for p in swept]
         if not tables or any(t != tables[0] for t in tables) or not tables[0]:
             raise SystemExit(f"the presets of {name} do not share one `sizes` table: {tables}")
-        self.sizes = tables[0]
+        self.sizes = tables[0]  # the ladder: every size the presets define, smallest first
         self.frontier = name.removeprefix("tune_")  # tune_frontier_ptb -> frontier_ptb: its tiers, the sweeps' names
+
+    @property
+    def grid(self) -> list[str]:
+        """The sizes the size step runs at every tier: the frontier experiment's `size:` sweep (s, m, l), the
+        rest of the ladder left to the profile step (`seqbench.protocol.profiles`), which runs a size below or
+        above only where a profile needs it; without one, the whole ladder."""
+        path = self.conf_dir / "experiment" / f"{self.frontier}.yaml"
+        params = OmegaConf.select(OmegaConf.load(path), "hydra.sweeper.params") if path.is_file() else None
+        grid = str(params["size"]).split(",") if params is not None and params.get("size") is not None else []
+        unknown = [s for s in grid if s not in self.sizes]
+        if unknown:
+            raise SystemExit(f"{path}: size {', '.join(unknown)} is not in the presets' sizes ({', '.join(self.sizes)})")
+        return grid or list(self.sizes)
 
     def tiers(self) -> list[float]:
         path = self.conf_dir / "experiment" / f"{self.frontier}.yaml"
@@ -170,7 +186,7 @@ def final_commands(tuned: dict[str, dict], experiment: Experiment, size_runs=Non
     first_seed = OmegaConf.load(experiment.conf_dir / "train.yaml").seed
     if size_runs is None:
         tiers = budgets or experiment.tiers()
-        sizes = (f"size={','.join(experiment.sizes)}",)
+        sizes = (f"size={','.join(experiment.grid)}",)
         shifted = [b for b in tiers if any((f, float(b)) in moved for f in order(tuned))]
         kept = [b for b in tiers if b not in shifted]
         lines = []

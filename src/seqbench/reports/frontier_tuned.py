@@ -185,9 +185,10 @@ def seed_count(runs, tiers: list[float]) -> str:
 
 def coverage(runs, experiment) -> str:
     """The verdict's line on what it has read so far: the seeds against the plan, and the frontier tiers'
-    missing families and sizes (`experiment`: `final_cells.Experiment`; the tier beyond counted by its plan)."""
+    missing families and sizes of the grid (`experiment`: `final_cells.Experiment`; the tier beyond counted by its
+    plan; the sizes the profile step adds beyond the grid are the scaling page's, `seqbench.reports.frontier_scaling`)."""
     tiers = experiment.tiers()
-    return f"{seed_count(runs, tiers)}. {missing(runs, order(experiment.presets), experiment.sizes, tiers)}"
+    return f"{seed_count(runs, tiers)}. {missing(runs, order(experiment.presets), experiment.grid, tiers)}"
 
 
 def main(argv: list[str] | None = None) -> str:

@@ -130,6 +130,7 @@ def train(cfg: DictConfig, output_dir: Path, choices: dict | None = None, overri
         metrics.update(apply_compute_budget(cfg, model, datamodule))  # sets the trainer's steps from budget.flops
         trainer = make_trainer(cfg)
         metrics.update(getattr(datamodule, "eval_context", lambda m: {})(model))  # lm: context of a scored token
+        metrics.update(getattr(datamodule, "data_record", dict)())  # lm: the training split's tokens (passes over it)
         params = model.num_params()
         metrics.update(params=params, params_non_embedding=model.num_params(non_embedding=True))
         log.info("%s: %s parameters (%s without embeddings)", type(model).__name__, f"{params:,}",

@@ -70,7 +70,7 @@ def test_the_initialisation_is_the_papers_ring_with_the_gamma_normalisation(lru)
 
 def test_the_lru_trains_as_a_mixer_and_its_flops_are_measured(tmp_path):
     from conftest import FIXTURES, compose_cfg
-    from seqbench.run import build, make_trainer
+    from seqbench.training.run import build, make_trainer
 
     cfg = compose_cfg(["model=mixer", f"model.mixer={PATH}", "model.d_model=8", "data=text",
                        f"data.train_file={FIXTURES / 'text' / 'train.txt'}", f"data.valid_file={FIXTURES / 'text' / 'valid.txt'}",

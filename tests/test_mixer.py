@@ -22,7 +22,7 @@ from seqbench.errors import ConfigError
 from seqbench.models.mixer import MixerModel
 from seqbench.nn.flop_count import counted_flops
 from seqbench.nn.flops import parallel_recurrent_train_flops
-from seqbench.run import build, make_trainer
+from seqbench.training.run import build, make_trainer
 from seqbench.tasks.lm import token_nll
 
 

@@ -79,7 +79,7 @@ def test_a_sizing_target_sets_any_sized_familys_width_when_the_run_starts(tmp_pa
     """`+sizing.params=N` (what the mixer's presets carry) works for any family that declares a width: the GRU
     on the copy probe, its embedding untied there, lands within 1 % of the target."""
     from conftest import compose_cfg
-    from seqbench.run import build
+    from seqbench.training.run import build
 
     cfg = compose_cfg(["experiment=long_range", "model=gru", "model.embedding_size=16", "model.tie_weights=false",
                        "+sizing.params=30000", "data.T=6"], tmp_path)

@@ -62,7 +62,7 @@ class MixerModel(ParallelRecurrentModel):
 
     @classmethod
     def check_options(cls, model, task: str) -> None:
-        """Before any data is read (seqbench.config_check): the import path resolves, and on a language model's
+        """Before any data is read (seqbench.training.config_check): the import path resolves, and on a language model's
         stream the layer carries a state or says it needs none."""
         path = model.get("mixer")
         layer = resolve(path)

@@ -6,7 +6,7 @@
 
 Why files and not Hydra's ConfigStore: a preset is read by more than Hydra. The sweep launcher starts
 every job in a fresh process, `eval.py` and `--config-path <run>/.hydra` compose without importing
-the registry first, `seqbench.final_cells` reads a frontier preset's `sizes` table from its file, and a
+the registry first, `seqbench.protocol.final_cells` reads a frontier preset's `sizes` table from its file, and a
 reader opens `conf/preset/ptb/lstm.yaml` to see what a run trained. A ConfigStore entry exists only in a
 process that imported the registry before composing; a generated file is there for all of them, and
 `--check` (tests/test_presets_current.py) keeps it equal to the registry.

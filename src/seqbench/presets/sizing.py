@@ -18,7 +18,7 @@ The same solver runs at two times: when `python -m seqbench.presets --write` der
 the built-in families (their widths are then written into the files, so composing a run solves
 nothing), and when a run with a `sizing:` node starts (`sizing.params=...` or `sizing.flops=...`: the
 presets of `model=mixer`, whose layer is known only from the command line; `apply_sizing` below, called
-by `seqbench.run.build` once the data is set up, before the model is built). Composing such a config
+by `seqbench.training.run.build` once the data is set up, before the model is built). Composing such a config
 (`python -m seqbench.compose`) shows the target, not yet the width.
 """
 

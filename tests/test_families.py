@@ -17,6 +17,7 @@ from pathlib import Path
 import hydra
 import pytest
 import torch
+from omegaconf import OmegaConf
 from torch import nn
 
 from conftest import CONF, ROOT, compose_cfg, model_config, run_cli

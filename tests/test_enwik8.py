@@ -4,6 +4,7 @@ the download of the Hutter Prize archive (a fake one), and the one sentence when
 
 from __future__ import annotations
 
+import csv
 import hashlib
 import io
 import math
@@ -192,19 +193,61 @@ def test_a_corrupt_copy_fails_its_checksum_and_is_left_alone(tmp_path):
     assert (folder / "enwik8.gz").read_bytes() == b"\x1f\x8b not the file"
 
 
-@pytest.mark.corpus("enwik8")
-def test_a_run_logs_bits_per_byte_and_the_bytes_it_evaluated(tmp_path):
-    # end to end through src/train.py's code: val/bpc and test/bpc are the logged loss / ln 2, and the
-    # record says which bytes were scored
-    from conftest import compose_cfg
+@pytest.fixture(scope="module")
+def tiny_run(tmp_path_factory) -> tuple:
+    """A two-step LSTM run on enwik8, through src/train.py's code, validated once at its end on the first
+    2,048 bytes of valid (its best checkpoint holds the weights that validation scored)."""
+    from omegaconf import OmegaConf
+
+    from conftest import compose_cfg, require_corpus
     from seqbench.run import train
 
+    require_corpus("enwik8")
+    run = tmp_path_factory.mktemp("tiny_run")
     cfg = compose_cfg(["model=lstm", "data=enwik8", "model.hidden_size=8", "logger=csv", "trainer=cpu",
                        "trainer.max_steps=2", "trainer.max_epochs=-1", "trainer.val_check_interval=2",
                        "trainer.check_val_every_n_epoch=null", "trainer.num_sanity_val_steps=0",
-                       "data.eval_bytes_valid=2048", "data.eval_bytes_test=3000", "~callbacks.step_checkpoint"],
-                      tmp_path)
-    metrics = train(cfg, tmp_path)
+                       "data.eval_bytes_valid=2048", "data.eval_bytes_test=3000", "~callbacks.step_checkpoint"], run)
+    metrics = train(cfg, run)
+    (run / ".hydra").mkdir()
+    OmegaConf.save(cfg, run / ".hydra" / "config.yaml")  # what Hydra leaves in a run's folder
+    return run, metrics
+
+
+@pytest.mark.corpus("enwik8")
+def test_a_run_logs_bits_per_byte_and_the_bytes_it_evaluated(tiny_run):
+    # end to end through src/train.py's code: val/bpc and test/bpc are the logged loss / ln 2, and the
+    # record says which bytes were scored
+    _, metrics = tiny_run
     for stage in ("val", "test"):
         assert math.isclose(metrics[f"{stage}/bpc"], metrics[f"{stage}/loss"] / math.log(2), rel_tol=1e-6)
     assert metrics["eval/valid_bytes"] == 2048 and metrics["eval/test_bytes"] == 3000
+
+
+@pytest.mark.corpus("enwik8")
+def test_eval_slices_scores_each_disjoint_slice_as_a_run_scores_its_slice(tiny_run, tmp_path):
+    # slice 0 of 2,048 bytes is the run's own validation slice, so its bpc is the run's val/bpc; the
+    # slices are consecutive and disjoint. Bugs caught: slices overlapping or scored with another
+    # slice's state, the slice's loss read in nats
+    from seqbench.analysis import eval_slices
+
+    run, metrics = tiny_run
+    text = eval_slices.main([str(run), "--bytes", "1024,2048", "--within", "4096", "--out", str(tmp_path)])
+    rows = list(csv.DictReader(open(tmp_path / "slices.csv")))
+    assert [(int(r["slice_bytes"]), int(r["slice"])) for r in rows] == [(1024, k) for k in range(4)] + [(2048, 0), (2048, 1)]
+    first = next(r for r in rows if r["slice_bytes"] == "2048" and r["slice"] == "0")
+    assert math.isclose(float(first["bpc"]), metrics["val/bpc"], rel_tol=1e-5)
+    assert "| lstm | 1,024 | 4 |" in text and (tmp_path / "record.json").is_file()
+
+
+def test_eval_slices_summary_is_the_spread_over_slices_and_of_paired_differences():
+    from seqbench.analysis.eval_slices import summary
+
+    rows = [{"family": f, "slice_bytes": 10, "slice": k, "bpc": b, "cpu_s": 1.0}
+            for f, bpcs in (("a", [1.0, 2.0, 3.0]), ("b", [1.5, 2.5, 3.7])) for k, b in enumerate(bpcs)]
+    spread, paired = summary(rows)
+    assert [(r["family"], r["slices"], r["mean_bpc"], r["sd_bpc"]) for r in spread] == [("a", 3, 2.0, 1.0),
+                                                                                      ("b", 3, pytest.approx(2.56667, abs=1e-5),
+                                                                                       pytest.approx(1.1015, abs=1e-4))]
+    (pair,) = paired
+    assert pair["pairs"] == 1 and pair["max_sd_difference"] == pytest.approx(0.11547, abs=1e-5)  # sd of 0.5, 0.5, 0.7

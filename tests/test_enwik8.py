@@ -200,7 +200,7 @@ def tiny_run(tmp_path_factory) -> tuple:
     from omegaconf import OmegaConf
 
     from conftest import compose_cfg, require_corpus
-    from seqbench.run import train
+    from seqbench.training.run import train
 
     require_corpus("enwik8")
     run = tmp_path_factory.mktemp("tiny_run")

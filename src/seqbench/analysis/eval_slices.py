@@ -24,7 +24,11 @@ import sys
 import time
 from pathlib import Path
 
+import lightning as L
 import torch
+
+from seqbench.analysis.context_usage import load_all
+from seqbench.provenance import command_line, write_record
 
 SPLITS = ("valid", "test")
 
@@ -88,10 +92,6 @@ def markdown(spread: list[dict], paired: list[dict]) -> str:
 
 
 def main(argv: list[str] | None = None) -> str:
-    import lightning as L
-
-    from seqbench.analysis.context_usage import load_all
-
     parser = argparse.ArgumentParser(prog="python -m seqbench.analysis.eval_slices", description=__doc__.split("\n\n")[0])
     parser.add_argument("runs", nargs="+", type=Path, help="run directories (their best checkpoint) or .ckpt files")
     parser.add_argument("--bytes", default="131072,1048576", help="slice lengths, comma-separated")
@@ -113,16 +113,13 @@ def main(argv: list[str] | None = None) -> str:
     if args.out is None:
         print(text)
         return text
-    from seqbench.ledger import write_record
-
     args.out.mkdir(parents=True, exist_ok=True)
     with open(args.out / "slices.csv", "w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=list(rows[0]))
         writer.writeheader()
         writer.writerows(rows)
     (args.out / "summary.md").write_text(text + "\n")
-    write_record(args.out, ["slices.csv", "summary.md"], "python -m seqbench.analysis.eval_slices " + " ".join(argv),
-                 started)
+    write_record(args.out, ["slices.csv", "summary.md"], command_line("seqbench.analysis.eval_slices", argv), started)
     return text
 
 

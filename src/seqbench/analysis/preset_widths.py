@@ -16,10 +16,13 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable
 
+import hydra
 import torch
 from omegaconf import DictConfig, open_dict
 
+from seqbench.compose import compose_final
 from seqbench.data.spec import TaskSpec
+from seqbench.families import compared
 
 REFERENCE = "lstm"  # the family whose counts the others meet
 
@@ -48,8 +51,6 @@ class PresetCounter:
 
     @classmethod
     def of(cls, preset: str, vocab: int) -> "PresetCounter":
-        from seqbench.compose import compose_final
-
         return cls(compose_final([f"preset={preset}", "logger=csv"]), vocab)
 
     @property
@@ -66,8 +67,6 @@ class PresetCounter:
     def count(self, size: str, width: int | None = None) -> int:
         """Parameters without embeddings at `size`, with its width replaced by `width` where given."""
         if (size, width) not in self._seen:
-            import hydra
-
             cfg = self.cfg.copy()
             with open_dict(cfg):
                 cfg.size = size
@@ -110,8 +109,6 @@ def describe(family: str, counter_sizes: dict[str, dict], solved: dict[str, tupl
 
 
 def main(argv: list[str] | None = None) -> None:
-    from seqbench.families import compared
-
     parser = argparse.ArgumentParser(prog="python -m seqbench.analysis.preset_widths", description=__doc__.split("\n\n")[0])
     parser.add_argument("folder", help="the frontier preset folder, e.g. frontier/enwik8")
     parser.add_argument("--vocab", type=int, default=256, help="the corpus' vocabulary (enwik8: 256 bytes)")

@@ -27,7 +27,7 @@ sliding evaluation for attention ones (`seqbench.data.lm`).
 byte; attention's sliding window twice that at the default stride), a large share of a small budget's run.
 `eval_bytes_valid` / `eval_bytes_test` = N evaluate the first N bytes of the split (N - 1 targets: a
 split's first byte is context only, as for every split); null evaluates the whole split. The bytes read
-are recorded in every metrics.json (`eval/valid_bytes`, `eval/test_bytes`), so a page can tell a slice's
+are recorded in every run's record (`eval/valid_bytes`, `eval/test_bytes`), so a page can tell a slice's
 score from the published protocol's.
 
 The task logs bits per byte (`val/bpc`, `test/bpc`: the loss in nats / ln 2) besides the loss and

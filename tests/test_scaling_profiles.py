@@ -129,3 +129,25 @@ def test_laws_fitted_below_the_held_out_tier_predict_it_and_say_where_a_challeng
     truth = 1e16                                    # where 30 C^-0.15 = 30 x 10^0.8 C^-0.2
     assert cross["attention"] == GPT and cross["recurrent"] == LSTM and cross["status"] == sl.CROSSES
     assert math.log10(cross["compute"]) == pytest.approx(math.log10(truth), abs=0.1)
+
+
+def test_the_verdict_marks_a_cell_that_read_its_text_more_than_four_times_and_its_tier():
+    # bugs caught: the mark's comparison turned (every cell under the limit marked, the repeated one not),
+    # the passes taken from the first seed rather than the most any seed read, the tier's verdict unmarked
+    from seqbench.protocol.verdict import cells, table
+    from seqbench.training.record import Run
+
+    def run(family, budget, tokens, loss, seed):
+        return Run(f"{family}-{budget}-{seed}", family, {"status": "completed", "budget/flops": budget, "val/loss_best": loss,
+                                                         "test/loss": loss, "params_non_embedding": 100, "seed": seed,
+                                                         "curve/tokens": tokens, "data/train_tokens": 1000})
+
+    runs = [run(LSTM, 1e12, 3000, 1.0 + s / 100, s) for s in (1, 2)] + [run(GPT, 1e12, 4000 + 1000 * s, 1.1 + s / 100, s) for s in (1, 2)]
+    runs += [run(LSTM, 1e11, 500, 2.0 + s / 100, s) for s in (1, 2)] + [run(GPT, 1e11, 600, 2.1 + s / 100, s) for s in (1, 2)]
+    cs = cells(runs, lambda r: r.metrics["data/train_tokens"])
+    marked = {(c.family, c.budget): c.data_limited for c in cs}
+    assert marked == {(LSTM, 1e12): False, (GPT, 1e12): True, (LSTM, 1e11): False, (GPT, 1e11): False}
+    text, _ = table(cs)
+    lines = {line.split("|")[1].strip(): line for line in text.splitlines() if line.startswith("| 1.0e")}
+    assert "**data-limited**: 6 passes" in lines["1.0e+12"] and lines["1.0e+12"].rstrip(" |").endswith("data-limited tier")
+    assert "data-limited" not in lines["1.0e+11"]

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from scipy import stats
 
 from seqbench.families import order
+from seqbench.protocol.scaling_laws import DATA_LIMIT
 from seqbench.tables import table_lines
 from seqbench.training.record import run_setting
 
@@ -86,6 +87,13 @@ class Cell:
     selection: list[float] = field(default_factory=list)  # one per seed
     score: list[float] = field(default_factory=list)
     held_out: bool = True  # every seed's score is a test loss, not the selection loss again
+    passes: float | None = None  # the most passes over its training text any seed read (None: not known)
+
+    @property
+    def data_limited(self) -> bool:
+        """Whether its runs read their text more than `DATA_LIMIT` times: the cell then measures how a
+        family copes with one repeated text, not what its compute buys (Muennighoff et al. 2023)."""
+        return self.passes is not None and self.passes > DATA_LIMIT
 
     @property
     def selected_by(self) -> float:
@@ -96,9 +104,10 @@ class Cell:
         return t_interval(self.score)
 
 
-def cells(runs) -> list[Cell]:
+def cells(runs, train_tokens=None) -> list[Cell]:
     """Completed runs with a FLOPs budget grouped into (family, size, budget) cells, seeds pooled; runs
-    at two tuned settings (`seqbench.training.record.run_setting`) are two cells of the same size."""
+    at two tuned settings (`seqbench.training.record.run_setting`) are two cells of the same size.
+    `train_tokens(run)`: the run's training split in tokens, or None where not known (the cell's passes)."""
     out: dict[tuple, Cell] = {}
     for run in runs:
         budget = run.metrics.get("budget/flops")
@@ -111,6 +120,9 @@ def cells(runs) -> list[Cell]:
         cell.selection.append(select)
         cell.score.append(score if score is not None else select)
         cell.held_out &= score is not None
+        tokens = train_tokens(run) if train_tokens is not None else None
+        if tokens and run.metrics.get("curve/tokens") is not None:
+            cell.passes = max(cell.passes or 0.0, float(run.metrics["curve/tokens"]) / tokens)
     return list(out.values())
 
 
@@ -153,7 +165,8 @@ def _cell_text(c: Cell | None) -> str:
     sd = f" ± {i.sd:.3f}" if i.sd is not None else ""
     ci = f" [{i.low:.3f}, {i.high:.3f}]" if math.isfinite(i.low) else " [no interval: 1 seed]"
     size = f"{c.params / 1e6:.2g}M" if c.params else "?"
-    return f"{i.mean:.3f}{sd}{ci} ({size}, n={i.n}{'' if c.held_out else ', no test'})"
+    limited = f", **data-limited**: {c.passes:.0f} passes" if c.data_limited else ""
+    return f"{i.mean:.3f}{sd}{ci} ({size}, n={i.n}{'' if c.held_out else ', no test'}{limited})"
 
 
 def table(cs: list[Cell], budgets: list[float] | None = None) -> tuple[str, list[Verdict]]:
@@ -164,10 +177,14 @@ def table(cs: list[Cell], budgets: list[float] | None = None) -> tuple[str, list
     names = order({c.family for c in cs})
     lines = table_lines(["budget (FLOPs)", *names, "verdict"], (
         [f"{v.budget:.1e}", *(_cell_text(v.entries.get(f)) for f in names),
-         v.winner or (f"tie ({', '.join(order(v.tied))})" if len(v.tied) > 1 else "–")] for v in verdicts))
+         (v.winner or (f"tie ({', '.join(order(v.tied))})" if len(v.tied) > 1 else "–"))
+         + (" — data-limited tier" if any(c.data_limited for c in v.entries.values()) else "")] for v in verdicts))
     lines += ["", "Each family's configuration trained to the budget with the lowest mean validation loss over "
               "seeds, among those with the most seeds (sizes are chosen on validation); its score is the test loss of the tested checkpoint "
               "(\"no test\": the validation loss again) in nats per token: mean ± sd [95 % t-interval] "
               "(non-embedding parameters, seeds). A winner is named only where its interval lies below every "
-              "other family's; otherwise the families whose intervals overlap the best one's tie."]
+              "other family's; otherwise the families whose intervals overlap the best one's tie."
+              + (f" **Data-limited**: a cell whose runs read their training text more than {DATA_LIMIT:g} times (a tier "
+                 "with one is marked): it measures how a family copes with a repeated text, not what compute buys."
+                 if any(c.data_limited for c in cs) else "")]
     return "\n".join(lines), verdicts

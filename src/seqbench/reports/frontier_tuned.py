@@ -35,6 +35,7 @@ from seqbench.protocol.final_cells import (
     ran_with,
     size_of,
 )
+from seqbench.protocol.profiles import train_tokens
 from seqbench.protocol.transfer_check import setting_at
 from seqbench.protocol.verdict import _loss, cells, selection_loss, verdict
 from seqbench.protocol.verdict import table as verdict_table
@@ -70,8 +71,17 @@ def verdict_rows(cs: list, tiers: list[float]) -> list[dict]:
                          "score_mean": f"{i.mean:.6f}", "score_sd": "" if i.sd is None else f"{i.sd:.6f}",
                          "low": f"{i.low:.6f}" if finite else "", "high": f"{i.high:.6f}" if finite else "",
                          "selection_mean": f"{c.selected_by:.6f}", "held_out": c.held_out, "tier_verdict": call,
-                         "tied": " ".join(order(v.tied)) if not v.winner else ""})
+                         "tied": " ".join(order(v.tied)) if not v.winner else "",
+                         "passes": "" if c.passes is None else f"{c.passes:.2f}", "data_limited": c.data_limited})
     return rows
+
+
+def corpus_tokens(run) -> int | None:
+    """The run's training split in tokens where its record knows its corpus (`data/train_tokens`, or a data
+    config to count it from: `seqbench.protocol.profiles.train_tokens`); None otherwise."""
+    if run.metrics.get("data/train_tokens") or (run.config.get("data") or {}).get("_target_"):
+        return train_tokens(run)
+    return None
 
 
 def beyond_table(runs, tiers: list[float]) -> str | None:
@@ -205,7 +215,7 @@ def main(argv: list[str] | None = None) -> str:
         raise SystemExit(f"no completed final-cell run with a budget under {args.root} for {args.experiment}: nothing "
                          "to write (the record is left as it was)")
     halves = heldout_halves(args.experiment)
-    verdict_text, _ = verdict_table(cells(runs))
+    verdict_text, _ = verdict_table(cells(runs, corpus_tokens))
 
     experiment = Experiment(args.experiment)
     read = (f"Read at {utc_now()} from {', '.join(d.name for d in final_dirs(chain))} under {args.root}: "
@@ -228,7 +238,7 @@ def main(argv: list[str] | None = None) -> str:
     if args.report:
         args.report.mkdir(parents=True, exist_ok=True)
         (args.report / "verdict.md").write_text(f"# The frontier after tuning: {args.experiment}\n\n{text}\n", encoding="utf-8")
-        _write_csv(args.report / "verdict.csv", verdict_rows(cells(runs), experiment.tiers()))
+        _write_csv(args.report / "verdict.csv", verdict_rows(cells(runs, corpus_tokens), experiment.tiers()))
         files = ["verdict.md", "verdict.csv"]
         if args.before:
             _write_csv(args.report / "effect.csv", effect_rows(found))

@@ -485,3 +485,25 @@ def test_the_size_sweeps_train_each_cell_once_at_its_own_setting():
     cells = [job for overrides in sweeps.values() for job in sweep_jobs(overrides)]
     assert sorted(set(cells)) == sorted((f, t) for f in (LSTM, GPT) for t in (1e11, 1e12, 1e13))
     assert len(cells) == 2 * 3 * len(Experiment("tune_frontier").grid)  # each (family, tier) at each size of the grid, once
+
+
+def test_the_enwik8_chain_searches_s_at_1e12_and_carries_the_setting_to_its_four_other_tiers_and_six_sizes(tmp_path):
+    # issue 64: enwik8 is searched at size s (where Tiny Shakespeare's 1e12 optimum was), its frontier has five
+    # tiers half a decade apart, a size grid s, m, l and a ladder of six sizes for the profile step. Bugs
+    # caught: the search's size or tier read from another corpus's experiment, a tier left out of the
+    # transfer check, a size of the ladder missing
+    from seqbench.protocol.chain import searched_at
+    from seqbench.protocol.final_cells import Experiment
+
+    experiment = "tune_frontier_enwik8"
+    assert searched_at(experiment) == (1e12, "s")
+    grid(tmp_path / experiment, LSTM, [1, 2, 4], [1024, 2048, 4096], {(2, 2048): 1.5}, corpus="enwik8")
+    chain = Chain(experiment, tmp_path)
+    sweeps = chain.transfer()
+    assert [name for name, _ in sweeps] == [f"{experiment}_transfer{kind}_{tier}_{LSTM}" for tier in
+                                            ("1e13", "3e12", "3e11", "1e11") for kind in ("", "_tokens")]
+    assert all(f"preset=frontier/enwik8/{LSTM}" in o and "size=s" in o for _, o in sweeps)
+    ((name, overrides),) = chain.sizes()
+    assert name == "frontier_enwik8_tuned_sizes"
+    assert "size=s,m,l" in overrides and "budget.flops=1e11,3e11,1e12,3e12,1e13" in overrides
+    assert Experiment(experiment).sizes == ["xxs", "xs", "s", "m", "l", "xl"]  # the ladder the profile step climbs

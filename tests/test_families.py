@@ -27,7 +27,7 @@ from seqbench.families import FAMILIES, Family, compared, family_of, order, pres
 from seqbench.models.parallel_recurrent import ParallelRecurrentModel
 from seqbench.models.recurrent import RecurrentModel
 
-CORPORA = {"ptb": 10_000, "shakespeare": 65}
+CORPORA = {"ptb": 10_000, "shakespeare": 65, "enwik8": 256}
 
 
 @pytest.mark.parametrize("corpus", CORPORA)
@@ -51,6 +51,7 @@ def test_presets_match_parameters_without_embeddings_within_one_percent(corpus, 
 SWEEPS = {"ptb_families": ("ptb", ()), "shakespeare_families": ("shakespeare", ()),
           "frontier": ("frontier/shakespeare", ()), "long_range": ("probe", ()),
           "tune_frontier": ("frontier/shakespeare", ()), "tune_frontier_ptb": ("frontier/ptb", ()),
+          "frontier_enwik8": ("frontier/enwik8", ()), "tune_frontier_enwik8": ("frontier/enwik8", ()),
           "long_range_lr": ("probe", ()),
           "long_range_copy": ("probe", ("lstm_fb1",)), "long_range_recall": ("probe", ("lstm_fb1", "transformer_causal"))}
 

@@ -101,7 +101,8 @@ def test_runs_without_flops_leave_the_report_as_it_was(tmp_path):
     assert result["frontier"] is None and "frontier" not in (tmp_path / "out" / "report.md").read_text()
 
 
-@pytest.mark.parametrize("experiment,corpus,vocab", [("frontier", "shakespeare", 65), ("frontier_ptb", "ptb", 10_000)])
+@pytest.mark.parametrize("experiment,corpus,vocab", [("frontier", "shakespeare", 65), ("frontier_ptb", "ptb", 10_000),
+                                                     ("frontier_enwik8", "enwik8", 256)])
 def test_frontier_sizes_span_ten_times_in_parameters_and_sweep_budgets(experiment, corpus, vocab, tmp_path):
     from omegaconf import OmegaConf
 

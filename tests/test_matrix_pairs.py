@@ -38,6 +38,7 @@ DATA_ARGS = {
     "copy": PROBE, "selective_copy": PROBE, "adding": PROBE, "recall": PROBE,
     "mnist": ["data.train_size=256", "data.eval_batch_size=100"],
     "cifar10": ["data.eval_batch_size=4"],
+    "enwik8": ["data.eval_bytes_valid=4096", "data.eval_bytes_test=4096"],  # a validation step, not a 5 MB split's windows
 }
 PAIRS = pairs()  # computed once: it imports every family's and corpus's module (seconds, in each worker)
 DATAMODULES: dict[str, object] = {}  # one set-up corpus per data config, shared by the families

@@ -13,6 +13,7 @@ import os
 import shutil
 import tempfile
 import urllib.request
+import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -30,6 +31,7 @@ class CorpusFile:
     name: str
     sha256: str | None  # None for user-provided files, which have no published checksum
     url: str | None = None
+    member: str | None = None  # the url is a zip archive holding the file under this name (enwik8.zip)
 
 
 def sha256_of(path: Path, chunk: int = 1 << 20) -> str:
@@ -42,9 +44,13 @@ def sha256_of(path: Path, chunk: int = 1 << 20) -> str:
 
 def verify(path: Path, expected: str | None) -> None:
     """Raise `ChecksumError` if `path` is not the published file."""
-    if expected is None:
-        return
-    actual = sha256_of(path)
+    if expected is not None:
+        check_digest(path, sha256_of(path), expected)
+
+
+def check_digest(path: Path, actual: str, expected: str) -> None:
+    """Raise `ChecksumError` if the sha256 `actual` of `path` (hashed by the caller, e.g. from the bytes it
+    has read anyway) is not the published `expected`."""
     if actual != expected:
         raise ChecksumError(
             f"{path} has sha256 {actual[:12]}… but the published file has {expected[:12]}…: the file is "
@@ -58,13 +64,31 @@ def _folder_lock(folder: Path) -> FileLock:
     return FileLock(folder / ".seqbench.lock")
 
 
-def _download(url: str, dest: Path) -> None:
-    """Download to a temporary name first so an interrupted download never looks like a file."""
+def _download(url: str, dest: Path, member: str | None = None) -> None:
+    """Download to a temporary name first so an interrupted download never looks like a file; with
+    `member`, the download is a zip archive and `dest` becomes that member of it (the archive is not kept)."""
     fd, tmp = tempfile.mkstemp(dir=dest.parent, prefix=f".{dest.name}.")
     try:
         with os.fdopen(fd, "wb") as out, urllib.request.urlopen(url, timeout=DOWNLOAD_TIMEOUT_S) as resp:
             shutil.copyfileobj(resp, out)
+        if member is not None:
+            _unzip(Path(tmp), member, dest)
+        else:
+            os.replace(tmp, dest)
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+
+
+def _unzip(archive: Path, member: str, dest: Path) -> None:
+    """Write one member of a zip archive to `dest`, through a temporary name as `_download` does."""
+    fd, tmp = tempfile.mkstemp(dir=dest.parent, prefix=f".{dest.name}.")
+    try:
+        with os.fdopen(fd, "wb") as out, zipfile.ZipFile(archive) as zipped, zipped.open(member) as src:
+            shutil.copyfileobj(src, out)
         os.replace(tmp, dest)
+    except (zipfile.BadZipFile, KeyError) as exc:  # not an archive, or not the file it should hold
+        raise OSError(f"{archive.name} is not a zip archive holding {member} ({exc})") from None
     finally:
         if os.path.exists(tmp):
             os.remove(tmp)
@@ -95,7 +119,7 @@ def ensure_files(folder: Path, files: list[CorpusFile], corpus: str, hint: str =
                         continue
                     if f.url is None:
                         raise OSError("no public source")
-                    _download(f.url, dest)
+                    _download(f.url, dest, f.member)
                     try:
                         verify(dest, f.sha256)
                     except ChecksumError:

@@ -29,6 +29,11 @@ Evaluation never varies: valid and test use the fixed windows.
 
 Under DDP rank r takes columns [r*B/W, (r+1)*B/W): one contiguous shard of the stream. Because
 columns never interact, W processes see exactly the batches one process would, split by rows.
+
+`StreamWindows` gathers each window from the stream when it is served instead of laying the columns
+out in advance (`stream_columns`, the picture above, is the reference it is tested against): the
+layout costs two more copies of the stream in int64, 1.4 GB for enwik8's 90M training bytes, and its
+cells are the same. A stream of a narrower dtype (bytes) is served as int64 windows.
 """
 
 from __future__ import annotations
@@ -71,16 +76,31 @@ class StreamWindows(IterableDataset):
         super().__init__()
         if batch_size % world_size:
             raise ValueError(f"batch_size {batch_size} is not divisible by the {world_size} DDP processes")
-        inputs, targets = stream_columns(stream, batch_size)
+        n_pairs = stream.numel() - 1
+        if n_pairs < batch_size:
+            raise ValueError(f"a stream of {stream.numel()} tokens is too short for {batch_size} columns")
+        # the layout of `stream_columns`: column c holds pairs [starts[c], starts[c] + lengths[c])
+        base, extra = divmod(n_pairs, batch_size)
+        lengths = base + (torch.arange(batch_size) < extra).long()  # (B,)
+        starts = torch.cumsum(lengths, 0) - lengths  # (B,)
         rows = slice(rank * batch_size // world_size, (rank + 1) * batch_size // world_size)
-        self.inputs, self.targets = inputs[rows].contiguous(), targets[rows].contiguous()
+        self.stream, self.starts, self.lengths = stream, starts[rows, None], lengths[rows, None]  # (rows, 1)
         self.bptt = bptt
         # the window count comes from the global layout so every rank yields the same number of
         # batches (DDP would hang otherwise); a rank's last window may hold only padding
-        self.width = inputs.size(1)
+        self.width = base + (1 if extra else 0)
         self.variable, self.seed, self.epoch = variable, seed, epoch
         self._bounds: tuple[int, list] | None = None  # (epoch, windows) of the last variable layout
         self.start = 0
+
+    def cells(self, first: int, end: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """(inputs, targets), each (rows, end - first): columns [first, end) of `stream_columns`' layout."""
+        offset = torch.arange(first, end)[None, :]  # (1, T)
+        real = offset < self.lengths  # (rows, T); False past a column's end
+        at = (self.starts + offset).clamp_max(self.stream.numel() - 2)  # (rows, T); clamped cells are padding
+        inputs = torch.where(real, self.stream[at].long(), 0)
+        targets = torch.where(real, self.stream[at + 1].long(), IGNORE_INDEX)
+        return inputs, targets
 
     def windows(self) -> list[tuple[int, int, float]]:
         """(first column, end column, lr_scale) of each window of this epoch."""
@@ -106,7 +126,8 @@ class StreamWindows(IterableDataset):
         windows = self.windows()
         for w in range(start, len(windows)):
             first, end, scale = windows[w]
-            batch = {"input": self.inputs[:, first:end], "target": self.targets[:, first:end], "window": w}
+            inputs, targets = self.cells(first, end)
+            batch = {"input": inputs, "target": targets, "window": w}
             if self.variable:
                 batch["lr_scale"] = scale
             yield batch

@@ -91,7 +91,7 @@ class TrainWindows(IterableDataset):
         span = torch.arange(self.context + 1)  # a window's inputs and, shifted by one, its targets
         for b in range(start, self.num_batches):
             tiles = perm[b * self.batch_size : (b + 1) * self.batch_size][self.rows]  # (rows,)
-            chunk = self.stream[(phase + tiles * self.context)[:, None] + span]  # (rows, context + 1)
+            chunk = self.stream[(phase + tiles * self.context)[:, None] + span].long()  # (rows, context + 1); bytes widened
             yield {"input": chunk[:, :-1], "target": chunk[:, 1:], "window": b}
 
 

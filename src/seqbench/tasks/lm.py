@@ -5,9 +5,16 @@ token-weighted mean of the NLL in a torchmetrics `MeanMetric` (float64), whose s
 across DDP ranks before the division — so the number is exact under any number of processes, and
 it is never a mean of per-batch perplexities. Targets equal to `IGNORE_INDEX` (padding) count for
 nothing.
+
+Where the data says its tokens are bytes or characters (`spec.extras["token_unit"]`: enwik8), the
+validation and test scores are also logged in bits per token (`val/bpc`, `test/bpc`: the same mean NLL in
+nats divided by ln 2), the unit the character-level papers report. Corpora that do not say so (PTB, Tiny
+Shakespeare) log what they always did.
 """
 
 from __future__ import annotations
+
+import math
 
 import torch
 import torch.nn.functional as F
@@ -18,6 +25,7 @@ from seqbench.data.streams import IGNORE_INDEX
 from seqbench.tasks.samples import one_line, until_eos
 
 STAGES = ("train", "val", "test")
+BIT_UNITS = ("byte", "char")  # token units whose scores are also read in bits per token
 
 
 def token_nll(logits: torch.Tensor, target: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -47,12 +55,15 @@ class LanguageModelling(nn.Module):
 
     @classmethod
     def from_spec(cls, spec) -> "LanguageModelling":
-        return cls()
+        return cls(bits=(spec.extras or {}).get("token_unit") in BIT_UNITS)
 
-    def __init__(self) -> None:
+    def __init__(self, bits: bool = False) -> None:
         super().__init__()
         # one metric object per stage (ModuleDict keys may not be "train": nn.Module.train exists)
         self.train_nll, self.val_nll, self.test_nll = (MeanMetric().set_dtype(torch.float64) for _ in STAGES)
+        self.bits = bits  # also log val/bpc and test/bpc
+        if bits:
+            self.directions = {**self.directions, "bpc": "min"}
 
     def count_tokens(self, batch: dict) -> int:
         return int((batch["target"] != IGNORE_INDEX).sum())
@@ -80,7 +91,10 @@ class LanguageModelling(nn.Module):
         self.nll(stage).reset()
 
     def epoch_end(self, model, stage: str) -> None:
-        log_perplexity(model, self.nll(stage), stage)
+        metric = self.nll(stage)
+        if self.bits and stage != "train" and metric.update_count:  # before log_perplexity resets it
+            model.log(f"{stage}/bpc", metric.compute().float() / math.log(2), sync_dist=True)
+        log_perplexity(model, metric, stage)
 
     def samples(self, model, batch: dict, n: int, prompt_len: int = 12, new_tokens: int = 30):
         """Greedy continuations of the first `prompt_len` tokens of the first `n` validation rows

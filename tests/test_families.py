@@ -47,7 +47,8 @@ SWEEPS = {"ptb_families": ("ptb", ()), "shakespeare_families": ("shakespeare", (
           "frontier": ("frontier/shakespeare", ()), "long_range": ("probe", ()),
           "tune_frontier": ("frontier/shakespeare", ()), "tune_frontier_ptb": ("frontier/ptb", ()),
           "long_range_lr": ("probe", ()),
-          "long_range_copy": ("probe", ("lstm_fb1",)), "long_range_recall": ("probe", ("lstm_fb1", "transformer_causal"))}
+          "long_range_copy": ("probe", ("lstm_fb1",)), "long_range_recall": ("probe", ("lstm_fb1", "transformer_causal")),
+          "mqar": ("mqar", ())}
 
 
 @pytest.mark.parametrize("experiment", SWEEPS)

@@ -154,7 +154,7 @@ def test_the_datamodule_declares_lm_with_sparse_targets_and_records_its_sets():
 
 def test_each_epoch_reshuffles_the_fixed_training_set():
     """Epoch e's order comes from (seed, e): the same twice, another next epoch; every example once an epoch
-    but the short last batch's; two ranks share each batch's rows."""
+    but the short last batch's; two ranks share each batch's rows; a resumed run starts at its saved batch."""
     dm = MQARDataModule(vocab_size=64, seq_len=32, num_kv_pairs=4, train_examples=70, val_examples=100,
                         test_examples=100, batch_size=32, eval_batch_size=50, seed=3)
     data = dm.split("train")
@@ -168,6 +168,9 @@ def test_each_epoch_reshuffles_the_fixed_training_set():
     assert len(rows) == 64 and rows <= {tuple(r) for r in data["input"].tolist()}
     halves = [list(ShuffledEpochs(data, 32, 3, lambda: 0, rank=r, world_size=2)) for r in (0, 1)]
     assert torch.equal(torch.cat([halves[0][1]["input"], halves[1][1]["input"]]), e0[1]["input"])
+    dm.load_state_dict({"train_next_window": 1, "train_epoch": 0})  # a checkpoint taken after epoch 0's batch 0
+    (resumed,) = list(dm.train_dataloader())
+    assert resumed["window"] == 1 and torch.equal(resumed["input"], e0[1]["input"])
 
 
 @pytest.mark.parametrize("kwargs, message", [

@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+from collections.abc import Callable
 
 import lightning as L
 import numpy as np
@@ -47,7 +48,7 @@ from torch.utils.data import DataLoader, IterableDataset
 from seqbench.data.epoch_place import EpochPlace
 from seqbench.data.spec import TaskSpec
 from seqbench.data.streams import IGNORE_INDEX
-from seqbench.data.synthetic import SPLIT_IDS, seeded
+from seqbench.data.synthetic import SPLIT_IDS, FixedBatches, rank_rows, seeded
 from seqbench.errors import ConfigError
 
 CHUNK = 4096  # rows drawn at a time where a draw is (rows, width) floats: 67 MB at V/2 = 4,096
@@ -136,16 +137,11 @@ def sha256(batch: dict[str, torch.Tensor]) -> str:
     return digest.hexdigest()
 
 
-def _rows(batch: dict, rank: int, world: int) -> dict:
-    n = batch["input"].size(0)
-    rows = slice(rank * n // world, (rank + 1) * n // world)
-    return {k: v[rows] for k, v in batch.items()}
-
-
 class ShuffledEpochs(IterableDataset):
     """A fixed set in `batch_size` batches, reshuffled every epoch from (seed, epoch); each rank its rows."""
 
-    def __init__(self, data: dict, batch_size: int, seed: int, epoch, rank: int = 0, world_size: int = 1) -> None:
+    def __init__(self, data: dict, batch_size: int, seed: int, epoch: Callable[[], int], rank: int = 0,
+                 world_size: int = 1) -> None:
         super().__init__()
         self.data, self.batch_size, self.seed, self.epoch_fn = data, batch_size, seed, epoch
         self.rank, self.world_size = rank, world_size
@@ -160,23 +156,7 @@ class ShuffledEpochs(IterableDataset):
         start, self.start = self.start, 0
         for b in range(start, len(self)):
             rows = order[b * self.batch_size : (b + 1) * self.batch_size]
-            yield {**_rows({k: v[rows] for k, v in self.data.items()}, self.rank, self.world_size), "window": b}
-
-
-class EvalBatches(IterableDataset):
-    """A fixed evaluation set in `batch_size` batches; each rank yields its rows of each."""
-
-    def __init__(self, data: dict, batch_size: int, rank: int = 0, world_size: int = 1) -> None:
-        super().__init__()
-        self.data, self.batch_size, self.rank, self.world_size = data, batch_size, rank, world_size
-
-    def __len__(self) -> int:
-        return self.data["input"].size(0) // self.batch_size
-
-    def __iter__(self):
-        for b in range(len(self)):
-            yield _rows({k: v[b * self.batch_size : (b + 1) * self.batch_size] for k, v in self.data.items()},
-                        self.rank, self.world_size)
+            yield {**rank_rows({k: v[rows] for k, v in self.data.items()}, self.rank, self.world_size), "window": b}
 
 
 class MQARDataModule(EpochPlace, L.LightningDataModule):
@@ -243,7 +223,9 @@ class MQARDataModule(EpochPlace, L.LightningDataModule):
         return self.batch_size, self.seq_len
 
     # -- loaders ---------------------------------------------------------------------------------
-    def _rank(self) -> tuple[int, int]:
+    def _place(self) -> tuple[int, int]:
+        """(rank, world) of this process, once the batch sizes divide among the processes and the model
+        reads whole rows (`check_model`)."""
         trainer = self.trainer
         rank, world = (trainer.global_rank, trainer.world_size) if trainer is not None else (0, 1)
         for size in (self.batch_size, self.eval_batch_size):
@@ -254,7 +236,7 @@ class MQARDataModule(EpochPlace, L.LightningDataModule):
         return rank, world
 
     def train_dataloader(self) -> DataLoader:
-        rank, world = self._rank()
+        rank, world = self._place()
         epoch = (lambda: self.trainer.current_epoch) if self.trainer is not None else (lambda: 0)
         dataset = ShuffledEpochs(self.split("train"), self.batch_size, self.seed, epoch, rank, world)
         start = self.resume_start()
@@ -263,8 +245,8 @@ class MQARDataModule(EpochPlace, L.LightningDataModule):
         return DataLoader(dataset, batch_size=None, generator=torch.Generator().manual_seed(0))
 
     def _eval_loader(self, name: str) -> DataLoader:
-        rank, world = self._rank()
-        dataset = EvalBatches(self.split(name), self.eval_batch_size, rank, world)
+        rank, world = self._place()
+        dataset = FixedBatches(self.split(name), self.eval_batch_size, rank, world)
         return DataLoader(dataset, batch_size=None, generator=torch.Generator().manual_seed(0))
 
     def val_dataloader(self) -> DataLoader:

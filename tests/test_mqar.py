@@ -251,6 +251,19 @@ def test_every_family_reads_a_row_left_to_right(family, tmp_path):
     torch.testing.assert_close(after[1:], base[1:], rtol=0, atol=1e-6)  # rows are independent
 
 
+def test_a_recurrent_family_starts_every_training_batch_from_a_zero_state(tmp_path):
+    """A training batch goes to the model as the data module hands it on (its place in the epoch taken off):
+    the LSTM's logits on the epoch's second batch are those of a fresh read, not carried on from the first
+    batch's unrelated rows."""
+    datamodule, model = _family("lstm", tmp_path)
+    first, second = (datamodule.on_before_batch_transfer(b, 0) for b in list(datamodule.train_dataloader()))
+    with torch.no_grad():
+        fresh = model.lm_logits(second, "train")
+        model.lm_logits(first, "train")
+        after_first = model.lm_logits(second, "train")
+    torch.testing.assert_close(after_first, fresh, rtol=0, atol=0)
+
+
 @pytest.mark.parametrize("family, override", [("lstm", "model.bidirectional=true"), ("mingru", "model.bidirectional=true"),
                                               ("transformer", "model.causal=false")])
 def test_a_reader_of_the_future_is_refused_on_mqar(family, override, tmp_path):

@@ -164,6 +164,7 @@ class MQARDataModule(EpochPlace, L.LightningDataModule):
 
     task = "lm"
     recipe_task = "mqar"  # conf/recipe/mqar/: Zoology's recipe, one for every family
+    model_reads_window = False  # rows are independent: a recurrent family starts every batch from a zero state
     solved = {"monitor": "val/acc", "threshold": 0.99, "mode": "max"}  # Zoology's early stop: accuracy > 0.99
 
     def __init__(self, vocab_size: int = 8192, seq_len: int = 64, num_kv_pairs: int = 4, power_a: float = 0.01,

@@ -8,6 +8,7 @@ model that trains.
 
 from __future__ import annotations
 
+import csv
 import json
 
 import hydra
@@ -15,7 +16,7 @@ import pytest
 from hydra.core.config_store import ConfigStore
 from omegaconf import OmegaConf
 
-from conftest import CONF, compose_cfg, model_config, run_cli
+from conftest import CONF, ROOT, compose_cfg, model_config, run_cli
 from seqbench.analysis.matrix import families, markdown, pairs
 from seqbench.data.spec import TaskSpec
 from seqbench.families import FAMILIES, Family, compared, family_of, order, presets, registered
@@ -49,6 +50,24 @@ SWEEPS = {"ptb_families": ("ptb", ()), "shakespeare_families": ("shakespeare", (
           "long_range_lr": ("probe", ()),
           "long_range_copy": ("probe", ("lstm_fb1",)), "long_range_recall": ("probe", ("lstm_fb1", "transformer_causal")),
           "mqar": ("mqar", ())}
+
+
+# the committed records of the comparisons the compared families run in (the equal-budget search, the frontier
+# after tuning, the long-range probes at tuned rates), with their family column
+COMPARED_IN = ["tuning-search-ptb/trials.csv", "tuning-search-shakespeare/trials.csv",
+               "frontier-after-tuning-ptb/runs.csv", "frontier-after-tuning-shakespeare/runs.csv",
+               "long-range-tuned/long_range.csv"]
+
+
+@pytest.mark.parametrize("record", COMPARED_IN)
+def test_the_compared_families_are_those_the_committed_records_compare(record):
+    """The registry's `compared` against what the runs compared, read from the records and not from the
+    registry (every other test derives its list from `compared()`, so a family wrongly marked not compared
+    drops out of the sweeps, the frontier and the findings with every test still passing)."""
+    with (ROOT / "experiments" / "figures" / record).open(encoding="utf-8", newline="") as f:
+        recorded = {row["family"] for row in csv.DictReader(f)}
+    assert order(recorded) == compared(), (f"{record} compares {order(recorded)}; the registry marks "
+                                           f"{compared()} compared")
 
 
 @pytest.mark.parametrize("experiment", SWEEPS)
@@ -117,7 +136,7 @@ def toy_family():
 
 
 def test_a_registered_family_joins_the_matrix_the_sweeps_and_trains(toy_family, tmp_path):
-    from seqbench.run import build, make_trainer
+    from seqbench.training.run import build, make_trainer
 
     assert "`toy`" in markdown().splitlines()[0] and ("toy", "copy") in pairs() and ("toy", "ptb") in pairs()
     swept = compose_cfg(["experiment=ptb_families"], tmp_path).hydra.sweeper.params["preset"].split(",")
@@ -162,3 +181,20 @@ def test_a_language_model_family_without_a_kind_is_refused_at_declaration():
         Family("newnet", "pkg.NewNet", "black", flops=recurrent_forward_flops)
     with pytest.raises(ValueError, match="kind 'attn' is neither"):
         Family("newnet", "pkg.NewNet", "black", kind="attn")
+
+
+def test_family_of_reads_whatever_names_a_run(tmp_path):
+    # bugs caught: a variant preset (`lstm_fb1`), a benchmark's `name:overrides` or a preset path read as a family
+    # of its own (the findings would leave it out of "best recurrent"); a run read by its preset's name where
+    # its saved model config says otherwise (`multi30k/bahdanau` trains the GRU); a run without a saved config
+    # (a W&B run) not read at all
+    from seqbench.training.record import Run
+
+    assert family_of("ptb/lstm_fb1") == family_of("lstm_fb1") == family_of(OmegaConf.create(model_config("lstm"))) == "lstm"
+    assert family_of("frontier/ptb/gpt") == family_of("shakespeare/gpt:d_model=221:num_layers=2") == "gpt"
+    assert family_of("transformer_causal") == "transformer" and family_of("bahdanau") == "bahdanau"
+    (tmp_path / ".hydra").mkdir()
+    (tmp_path / ".hydra" / "config.yaml").write_text("model: {_target_: seqbench.models.recurrent.RecurrentModel, cell: gru}\n")
+    (tmp_path / ".hydra" / "hydra.yaml").write_text("hydra: {runtime: {choices: {preset: multi30k/bahdanau}}}\n")
+    run = Run.at(tmp_path)
+    assert run.family == "bahdanau" and family_of(run) == "gru" and family_of(Run("r", "mingru_fb1", {})) == "mingru"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from seqbench.analysis import layer_bench
-from seqbench.ledger import RECORD, read_record
+from seqbench.reports.ledger import RECORD, read_record
 
 
 def tiny_args(*extra: str):

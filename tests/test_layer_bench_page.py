@@ -1,10 +1,10 @@
-"""The parallel-recurrences page's speed tables are the records' numbers (seqbench.analysis.layer_bench_page)."""
+"""The parallel-recurrences page's speed tables are the records' numbers (seqbench.reports.layer_bench_page)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from seqbench.analysis.layer_bench_page import (TRAIN_TARGETS, main, render, render_generation, render_targets,
+from seqbench.reports.layer_bench_page import (TRAIN_TARGETS, main, render, render_generation, render_targets,
                                               render_train, render_train_targets)
 
 PAGE = Path(__file__).resolve().parents[1] / "experiments" / "parallel-recurrences.md"
@@ -21,7 +21,7 @@ def ok(method, T, tps, ratio=None):
 
 
 def test_the_committed_page_is_what_its_records_make():
-    assert main([str(PAGE), "--check"]) == 0, "run: python -m seqbench.analysis.layer_bench_page " + str(PAGE)
+    assert main([str(PAGE), "--check"]) == 0, "run: python -m seqbench.reports.layer_bench_page " + str(PAGE)
 
 
 def test_a_table_cell_is_the_methods_rate_and_its_ratio_at_that_length():

@@ -20,7 +20,7 @@ from seqbench.data.streams import IGNORE_INDEX
 from seqbench.errors import ConfigError
 from seqbench.families import compared
 from seqbench.models.transformer import TransformerModel
-from seqbench.run import build
+from seqbench.training.run import build
 from seqbench.tasks.lm import LanguageModelling, token_nll
 
 TINY_DATA = ["data.vocab_size=64", "data.seq_len=32", "data.num_kv_pairs=4", "data.train_examples=64",
@@ -328,7 +328,7 @@ def test_every_job_builds_at_two_layers_on_one_budget(tmp_path):
     """Each family's job composes under the experiment, passes the run's checks, builds on the MQAR spec with
     2 layers as wide as the sweep says; data, steps, optimizer, schedule, clipping, dropout and stopping
     are the same for all."""
-    from seqbench.config_check import check_config
+    from seqbench.training.config_check import check_config
 
     shared = {}
     for family in compared():

@@ -1,4 +1,4 @@
-"""The search's committed record (`python -m seqbench.tuning <dirs> --report <folder>`): trials read from
+"""The search's committed record (`python -m seqbench.protocol.tuning <dirs> --report <folder>`): trials read from
 fake sweep trees as the runs leave them (finished, running, crashed), one grid per family across the
 base and edge sweeps, the grid's edges, the untuned baseline's comparison, the loss columns named by
 the data they were selected on, and the ledger record; and the untuned baseline's config is the recipe."""
@@ -14,13 +14,14 @@ import pytest
 from omegaconf import OmegaConf
 
 from conftest import compose_cfg
-from seqbench.analysis.tuning_extension import beyond, commands, extensions
-from seqbench.analysis.tuning_report import summary_md
-from seqbench.analysis.tuning_search import searches
-from seqbench.analysis.tuning_trials import planned, read_trials
+from seqbench.protocol.tuning_extension import beyond, commands, extensions
+from seqbench.protocol.tuning_report import summary_md
+from seqbench.protocol.tuning_search import searches
+from seqbench.protocol.tuning_trials import planned, read_trials
 from seqbench.families import FAMILIES, compared
-from seqbench.ledger import read_record
-from seqbench.tuning import apply_tokens_per_step, apply_tuning, main
+from seqbench.reports.ledger import read_record
+from seqbench.protocol.tuning import main
+from seqbench.training.tune import apply_tokens_per_step, apply_tuning
 
 LSTM, GPT = "lstm", "gpt"
 
@@ -184,7 +185,7 @@ def test_the_report_writes_one_row_per_trial_and_its_ledger_record(tmp_path, cap
     assert rows[1]["val_loss_best"] == "6.0" and rows[1]["tokens_per_step"] == "245"
     (record,) = read_record(out / "record.json", tmp_path)
     assert set(record.files) == {"trials.csv", "summary.md", "grid-ptb.png"}
-    assert record.command.startswith("python -m seqbench.tuning") and "--report" in record.command
+    assert record.command.startswith("python -m seqbench.protocol.tuning") and "--report" in record.command
 
 
 @pytest.mark.parametrize("experiment, corpus", [("tune_frontier", "shakespeare"), ("tune_frontier_ptb", "ptb")])
@@ -237,12 +238,12 @@ def test_a_grid_whose_bests_lie_inside_needs_no_extension(tmp_path):
 
 
 def test_a_trial_that_diverged_after_its_best_validation_is_never_the_best_setting(tmp_path):
-    # bug caught: seqbench.run writes a NaN or infinite loss into metrics.json as null (JSON has no NaN),
+    # bug caught: seqbench.training.run writes a NaN or infinite loss into metrics.json as null (JSON has no NaN),
     # and a null was read as finite: a run whose loss blew up after a good first validation read as
     # completed, became the family's best, and the chain (tuning.summary -> per_family) transferred it
-    from seqbench.report import read_local
-    from seqbench.run import write_metrics
-    from seqbench.tuning import per_family, summary
+    from seqbench.training.record import read_runs
+    from seqbench.training.record import write_metrics
+    from seqbench.protocol.tuning import per_family, summary
 
     sweep = tmp_path / "tune_frontier_ptb"
     grid(sweep, LSTM, [1, 2], [256], {(1, 256): 6.0})
@@ -253,28 +254,28 @@ def test_a_trial_that_diverged_after_its_best_validation_is_never_the_best_setti
         "wall_time_s": 10.0})
     (search,) = searches(read_trials([sweep]))
     assert search.count("diverged") == 1 and search.best.lr_scale == 1
-    assert per_family(summary(read_local([sweep]))) == {LSTM: {"lr_scale": 1.0, "tokens_per_step": 245}}
+    assert per_family(summary(read_runs([sweep]))) == {LSTM: {"lr_scale": 1.0, "tokens_per_step": 245}}
 
 
 def test_the_printed_table_groups_a_search_whose_older_runs_did_not_record_their_size_as_the_record_does(tmp_path):
     # bug caught: the table (tuning.summary) taking a trial's size from metrics.json alone, which runs
     # older than `tune/size` lack: one family's search printed as two rows, each with its own best (the
     # PTB search's gru, 20 trials, as 7 and 13), where the record (read with the saved configs) has one
-    from seqbench.report import read_local
-    from seqbench.tuning import summary
+    from seqbench.training.record import read_runs
+    from seqbench.protocol.tuning import summary
 
     sweep = tmp_path / "tune_frontier_ptb"
     grid(sweep, LSTM, [1, 2], [256], {(2, 256): 5.0})
     older = sweep / "0" / "metrics.json"
     older.write_text(json.dumps({k: v for k, v in json.loads(older.read_text()).items() if k != "tune/size"}))
-    rows = summary(read_local([sweep]))
+    rows = summary(read_runs([sweep]))
     assert [(r["family"], r["trials"], r["best"]) for r in rows] == [(LSTM, 2, {"lr_scale": 2.0, "tokens_per_step": 245})]
     (search,) = searches(read_trials([sweep]))
     assert (len(search.trials), search.best.loss) == (2, rows[0]["best_loss"])
 
 
 def test_an_extended_grid_s_edge_is_reported_and_no_second_extension_is_printed_into_the_first_s_directory(tmp_path):
-    # bug caught: `python -m seqbench.tuning <base> <base>_edge_lr` printed the edge rule's command again
+    # bug caught: `python -m seqbench.protocol.tuning <base> <base>_edge_lr` printed the edge rule's command again
     # for the extended grid, under the same sweep name (<base>_edge_lr) with another grid: run as printed,
     # the resumable launcher skips the new grid's jobs as "completed" (their numbers are the old jobs')
     lrs, tokens = [0.25, 0.5, 1, 2, 4], [256, 512, 1024, 2048]
@@ -337,7 +338,7 @@ def test_a_probe_search_over_two_gaps_picks_one_rate_by_its_mean_loss_over_both(
     main([str(sweep), "--report", str(tmp_path / "report")])
     assert "lowest mean selection loss over them" in capsys.readouterr().out
     assert "best loss (validation, best: mean over T = 100, 500)" in (tmp_path / "report" / "summary.md").read_text()
-    from seqbench.analysis.tuning_heatmap import _cells  # the picture's rows are the gaps (no tokens axis)
+    from seqbench.protocol.tuning_heatmap import _cells  # the picture's rows are the gaps (no tokens axis)
 
     grid_, letters = _cells(search)
     assert grid_[0][:2] == [0.30, 0.10] and grid_[1][:2] == [0.50, 0.90] and math.isnan(grid_[0][2]) and not letters
@@ -388,3 +389,55 @@ def test_a_probe_search_whose_best_rate_is_the_highest_tried_is_extended_on_the_
         in capsys.readouterr().out
     # the record's row: no tokens axis is a dash, not "None"; a solved probe's loss is not rounded to 0.000
     assert "| gpt | 10 | 10 | – | 700 | 1.5e-03 | 0.150 | highest lr |" in (tmp_path / "report" / "summary.md").read_text()
+
+
+def test_a_family_searched_twice_takes_its_setting_from_the_search_with_the_most_trials(tmp_path, capsys):
+    # bug caught: the tuned setting (and the transfer check's tokens around it) taken from the search with
+    # the fewest trials: here a two-trial search at another size, whose best loss is even the lower one
+    from seqbench.protocol.tuning_search import token_neighbours
+
+    base, edge = tmp_path / "tune_frontier_ptb", tmp_path / "tune_frontier_ptb_edge_tokens"
+    n = grid(base, LSTM, [1, 2], [256, 512], {(2, 256): 6.1})
+    grid(base, LSTM, [1, 4], [1024], {(4, 1024): 5.5}, start=n, size="s")  # a small search beside it
+    grid(edge, LSTM, [1, 2], [128], {(2, 128): 6.0})  # the base grid's edge extension: its best
+    found = searches(read_trials([base, edge]))
+    assert sorted((s.size, len(s.trials), s.best.lr_scale, s.best.tokens_grid) for s in found) == [
+        ("m", 6, 2, 128), ("s", 2, 4, 1024)]
+    main([str(base), str(edge)])
+    printed = capsys.readouterr().out.split("# tune.per_family for the runs that use the result:")[1]
+    tuned = OmegaConf.to_container(OmegaConf.create(printed))["tune"]["per_family"]
+    assert tuned == {LSTM: {"lr_scale": 2.0, "tokens_per_step": 117}}, "the setting of the 2-trial search, not the 6-trial one"
+    assert token_neighbours(found) == {LSTM: [256]}, "the tokens around the 2-trial search's best"
+
+
+def _two_budget_sweep(sweep, ran_at_1e13):
+    """A sweep that plans budget.flops=1e12,1e13 in one multirun over a 2 x 2 grid; the grid run in full at
+    1e12 and its first `ran_at_1e13` points at 1e13 (each job one point, as Hydra numbers them)."""
+    n = grid(sweep, LSTM, [1, 2], [256, 512], {(2, 256): 6.0})
+    for i, (lr, tokens) in enumerate([(1, 256), (1, 512), (2, 256), (2, 512)][:ran_at_1e13]):
+        job(sweep, n + i, LSTM, lr, tokens, loss=5.0 + i / 10, budget=1e13)
+    OmegaConf.save({"hydra": {"sweeper": {"params": {"preset": f"frontier/ptb/{LSTM}", "budget.flops": "1e12,1e13",
+                                                     "tune.lr_scale": "1,2", "tune.tokens_per_step": "256,512"}},
+                              "overrides": {"task": ["experiment=tune_frontier_ptb"]}}}, sweep / "multirun.yaml")
+
+
+def test_a_sweep_planning_two_budgets_counts_each_budget_s_grid_in_its_own_search(tmp_path):
+    # bug caught: every budget's planned points counted in each budget's search, so the 1e12 search, run in
+    # full, reads "4 not started" and both grids 8 points
+    sweep = tmp_path / "tune_frontier_ptb"
+    _two_budget_sweep(sweep, ran_at_1e13=3)
+    found = searches(read_trials([sweep]), planned(sweep))
+    assert [(s.budget, len(s.points), s.not_started, s.complete) for s in found] == [(1e12, 4, 0, True), (1e13, 4, 1, False)]
+    md = summary_md(found, "now", [sweep.name], False)
+    assert "7 of 8 trials finished (partial: 0 not finished and 1 not started" in md, md
+    assert f"| {LSTM} | m | 1,000 | 1e12 | 4 | 4 | 0 | 0 | 0 | 0 |" in md and f"| {LSTM} | m | 1,000 | 1e13 | 4 | 3 | 0 | 0 | 0 | 1 |" in md
+
+
+def test_a_planned_budget_no_trial_has_reached_is_a_search_not_started(tmp_path):
+    # bug caught: a budget of the sweep without a trial yet folded into no search, so a sweep whose 1e12
+    # grid had finished was recorded "complete" before any of its 1e13 trials ran
+    sweep = tmp_path / "tune_frontier_ptb"
+    _two_budget_sweep(sweep, ran_at_1e13=0)
+    found = searches(read_trials([sweep]), planned(sweep))
+    assert [(s.budget, len(s.trials), s.not_started, s.complete) for s in found] == [(1e12, 4, 0, True), (1e13, 0, 4, False)]
+    assert "4 of 8 trials finished (partial: 0 not finished and 4 not started" in summary_md(found, "now", [sweep.name], False)

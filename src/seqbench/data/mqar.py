@@ -214,13 +214,13 @@ class MQARDataModule(EpochPlace, L.LightningDataModule):
                               f"read as one window; set model.context={self.seq_len} (conf/preset/mqar/ does).")
 
     def eval_context(self, model) -> dict[str, str]:
-        """For metrics.json (`seqbench.run`): every scored query is read with the whole row before it, by
+        """For metrics.json (`seqbench.training.run`): every scored query is read with the whole row before it, by
         every family; what is recorded is which examples: the sha256 of each split (`data/sha256_<split>`)."""
         self.check_model(model)
         return {f"data/sha256_{name}": sha256(self.split(name)) for name in ("train", "val", "test")}
 
     def train_batch_shape(self, model) -> tuple[int, int]:
-        """(rows, length) of a training step, all processes together (`seqbench.budget`)."""
+        """(rows, length) of a training step, all processes together (`seqbench.training.budget`)."""
         return self.batch_size, self.seq_len
 
     # -- loaders ---------------------------------------------------------------------------------

@@ -31,7 +31,7 @@ shuffled every epoch (Zoology keeps one order) from (seed, epoch), so a resumed 
 would have, and a last batch short of `batch_size` is left out of that epoch. Validation and test are
 two more fixed sets from their own seeds (Zoology scores and stops on one test set; here stopping and
 checkpoint choice read validation, the reported score is test's). The sha256 of each split's tensors goes
-to `metrics.json` (`data/sha256_<split>`), so two runs can be shown to have read the same examples.
+to the run's record (`data/sha256_<split>`), so two runs can be shown to have read the same examples.
 """
 
 from __future__ import annotations
@@ -214,8 +214,9 @@ class MQARDataModule(EpochPlace, L.LightningDataModule):
                               f"read as one window; set model.context={self.seq_len} (conf/preset/mqar/ does).")
 
     def eval_context(self, model) -> dict[str, str]:
-        """For metrics.json (`seqbench.training.run`): every scored query is read with the whole row before it, by
-        every family; what is recorded is which examples: the sha256 of each split (`data/sha256_<split>`)."""
+        """For the run's record (`seqbench.training.run`): every scored query is read with the whole row
+        before it, by every family; what is recorded is which examples: the sha256 of each split
+        (`data/sha256_<split>`)."""
         self.check_model(model)
         return {f"data/sha256_{name}": sha256(self.split(name)) for name in ("train", "val", "test")}
 

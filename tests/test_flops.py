@@ -1,10 +1,11 @@
 """Each family's training-FLOPs formula (seqbench.nn.flops) against torch's FlopCounterMode on one step.
 
-FlopCounterMode counts the matmuls torch dispatches, forward and backward. Two fused CPU kernels are
-opaque to it (it sees no matmul inside): oneDNN's LSTM and SDPA's causal flash kernel. For those the
-check runs the textbook implementation of the same network (`impl=reference`, `attn_impl=reference`),
-which does the same matmuls in readable form (tests/test_cells.py and test_attention.py check they
-agree numerically). The window is longer than d_model so that the attention term is over 10 % of the
+FlopCounterMode counts the matmuls torch dispatches, forward and backward. Three fast CPU paths are
+opaque to it (it sees no matmul or convolution inside): oneDNN's LSTM, SDPA's causal flash kernel and
+the Mamba blocks' depthwise conv as shifted multiply-adds. For those the check runs the textbook
+implementation of the same network (`impl=reference`, `attn_impl=reference`, and `F.conv1d` for the
+conv), which does the same products in readable form (tests/test_cells.py, test_attention.py and
+test_causal_conv.py check they agree numerically). The window is longer than d_model so that the attention term is over 10 % of the
 count: leaving it out, or halving it for the causal mask, fails the check.
 
 The formulas match the counter within 0.25 %, so the check allows 1 %: smaller mistakes than a
@@ -17,6 +18,7 @@ assumes 4·d fails), and AWD-LSTM's stack has a last layer as wide as the embedd
 from __future__ import annotations
 
 import functools
+from unittest import mock
 
 import hydra
 import pytest
@@ -27,6 +29,7 @@ from conftest import compose_cfg
 from seqbench.data.spec import TaskSpec
 from seqbench.families import FAMILIES
 from seqbench.models.recurrent import RecurrentModel
+from seqbench.nn import causal_conv
 from seqbench.nn.flops import attention_forward_flops, recurrent_forward_flops
 from seqbench.tasks.lm import token_nll
 
@@ -69,7 +72,8 @@ def counted_flops_per_token(model) -> float:
     batch = {"input": x[:, :-1], "target": x[:, 1:], "window": 0}
     model.train()
     corrected = {torch.ops.aten.convolution_backward: grouped_conv_backward_flops}
-    with FlopCounterMode(display=False, custom_mapping=corrected) as counter:
+    readable_conv = mock.patch.object(causal_conv, "depthwise", causal_conv.depthwise_reference)
+    with readable_conv, FlopCounterMode(display=False, custom_mapping=corrected) as counter:
         nll, n = token_nll(model.lm_logits(batch, "train"), batch["target"])
         (nll / n).backward()
     return counter.get_total_flops() / (B * T)

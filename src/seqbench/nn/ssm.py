@@ -13,9 +13,10 @@ same conv, gate and sizes): Δ, B and C are parameters of shape (E,), (E, N), (E
 changes, so the recurrence is one fixed linear filter, which cannot select what to remember by
 content (the paper's selective-copying argument, Table 1: S4 18.3 % against Mamba's 99.8 %).
 
-The parallel form materialises the (B, T, E, N) coefficients and runs `linear_scan` over them;
-Mamba's CUDA kernel fuses this in SRAM instead. On a CPU (scan "loop", the default there) the
-selective block runs `_SelectiveScan` instead, which never materialises them.
+The parallel form materialises the (B, K, E, N) coefficients of K = `scan_chunk` steps at a time and
+runs `linear_scan` over them, each piece checkpointed so nothing (B, T, E, N) is held for the whole
+window (issue 69); Mamba's CUDA kernel fuses this in SRAM instead. On a CPU (scan "loop", the default
+there) the selective block runs `_SelectiveScan` instead, which never materialises them.
 """
 
 from __future__ import annotations
@@ -26,7 +27,9 @@ import math
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
+from torch.utils.checkpoint import checkpoint
 
+from seqbench.nn.causal_conv import causal_conv
 from seqbench.nn.scan import default_method, linear_scan, scan_step, without_autocast
 
 SSMState = tuple[Tensor, Tensor]  # (conv inputs (B, E, kernel - 1), h (B, E, N))
@@ -118,8 +121,12 @@ class _SelectiveScan(torch.autograd.Function):
 class SelectiveSSM(nn.Module):
     def __init__(self, d_model: int, d_state: int = 16, expand: int = 2, d_conv: int = 4,
                  dt_rank: int | None = None, dt_min: float = 1e-3, dt_max: float = 0.1,
-                 selective: bool = True, scan: str | None = None, cpu_time_chunk: int | None = 256):
+                 selective: bool = True, scan: str | None = None, cpu_time_chunk: int | None = 256,
+                 scan_chunk: int | None = 256):
         super().__init__()
+        # The materialised path (the GPU's, and the time-invariant control's) builds (B, K, E, N)
+        # coefficients for K = scan_chunk steps at a time (`_materialised_scan`); None: the whole window
+        self.scan_chunk = scan_chunk
         # On a CPU a long sequence runs in pieces of this many steps carrying the state, as
         # `seqbench.nn.min_rnn` does and for its reason (glibc page-faults every buffer over 32 MiB
         # afresh): at B 16, width 256, T = 2,048 one layer's fwd+bwd ran ~1.7x faster (pieces of 128
@@ -175,14 +182,9 @@ class SelectiveSSM(nn.Module):
         return y + self.D * u, h_last
 
     def _conv(self, u: Tensor, conv_state: Tensor | None) -> tuple[Tensor, Tensor]:
-        """Causal depthwise conv of u (B, T, E): the kernel sees the step and the kernel-1 before it,
-        taken from conv_state (zeros at the start). -> (SiLU(conv) (B, T, E), new conv_state)."""
-        u = u.transpose(1, 2)  # (B, E, T)
-        if conv_state is None:
-            u = F.pad(u, (self.d_conv - 1, 0))
-        else:
-            u = torch.cat([conv_state, u], dim=-1)
-        return F.silu(self.conv(u)).transpose(1, 2), u[..., u.shape[-1] - (self.d_conv - 1):]
+        """-> (SiLU(causal conv of u) (B, T, E), new conv_state), by `causal_conv`."""
+        u, conv_state = causal_conv(self.conv, u, conv_state)
+        return F.silu(u), conv_state
 
     def forward(self, x: Tensor, state: SSMState | None = None) -> tuple[Tensor, SSMState]:
         """x (B, T, D) -> (out (B, T, D), state after the last step); `state` from a previous chunk."""
@@ -201,12 +203,36 @@ class SelectiveSSM(nn.Module):
         if self.selective and (self.scan or default_method(x.device)) == "loop":
             y, h_last = self._fused_scan(u, None if state is None else state[1])
             return self.out_proj(y * F.silu(z)), (conv_state, h_last)
-        a, b, C = self._coefficients(u)  # (B, T, E, N)
-        B_, T, E, N = b.shape
-        h0 = None if state is None else state[1].reshape(B_, E * N)
-        h = linear_scan(a.reshape(B_, T, E * N), b.reshape(B_, T, E * N), h0, self.scan).view(B_, T, E, N)
-        y = (h * C).sum(-1) + self.D * u  # (B, T, E)
-        return self.out_proj(y * F.silu(z)), (conv_state, h[:, -1])
+        y, h_last = self._materialised_scan(u, None if state is None else state[1])
+        y = y + self.D * u  # (B, T, E)
+        return self.out_proj(y * F.silu(z)), (conv_state, h_last)
+
+    def _materialised_scan(self, u: Tensor, h: Tensor | None) -> tuple[Tensor, Tensor]:
+        """y_t = C_t · h_t (B, T, E) and h_T by `linear_scan` over the (B, K, E, N) coefficients of
+        `scan_chunk` = K steps at a time, the state carried from piece to piece. With more than one
+        piece each runs under activation checkpointing: the forward keeps only a piece's input and the
+        state entering it, and the backward recomputes one piece's coefficients and states at a time, so
+        nothing of size (B, T, E, N) is ever held (35 GiB at T = 8,192, B 16, width 256 in float32)."""
+        T = u.shape[1]
+        K = self.scan_chunk or T
+        if T <= K:
+            return self._scan_piece(u, h)
+        ys = []
+        for start in range(0, T, K):
+            if torch.is_grad_enabled():
+                y, h = checkpoint(self._scan_piece, u[:, start:start + K], h, use_reentrant=False)
+            else:
+                y, h = self._scan_piece(u[:, start:start + K], h)
+            ys.append(y)
+        return torch.cat(ys, dim=1), h
+
+    def _scan_piece(self, u: Tensor, h0: Tensor | None) -> tuple[Tensor, Tensor]:
+        """One piece of `_materialised_scan`: u (B, K, E), h0 (B, E, N) or None -> (y (B, K, E), h_K)."""
+        a, b, C = self._coefficients(u)  # (B, K, E, N)
+        B_, K, E, N = b.shape
+        h0 = None if h0 is None else h0.reshape(B_, E * N)
+        h = linear_scan(a.reshape(B_, K, E * N), b.reshape(B_, K, E * N), h0, self.scan).view(B_, K, E, N)
+        return (h * C).sum(-1), h[:, -1]
 
     def step(self, x_t: Tensor, state: SSMState | None = None) -> tuple[Tensor, SSMState]:
         """One token: x_t (B, D) -> (out_t (B, D), new state), the recurrence the kernel fuses."""

@@ -230,10 +230,14 @@ class SSD(nn.Module):
         u = u.view(Bsz, T, H, P)
         delta = F.softplus(dt + self.dt_bias)  # (B, T, H)
         A = -torch.exp(self.A_log)  # (H,)
-        y, h = ssd_chunked(u * delta.unsqueeze(-1), delta * A, B.view(Bsz, T, G, N), C.view(Bsz, T, G, N),
-                           self.chunk, None if state is None else state[1])
+        y, h = self.ssd(u * delta.unsqueeze(-1), delta * A, B.view(Bsz, T, G, N), C.view(Bsz, T, G, N),
+                        None if state is None else state[1])
         y = y + self.D.unsqueeze(-1) * u  # (B, T, H, P)
         return self._gated_out(y.reshape(Bsz, T, self.d_inner), z), (conv_state, h)
+
+    def ssd(self, x: Tensor, log_a: Tensor, B: Tensor, C: Tensor, h0: Tensor | None) -> tuple[Tensor, Tensor]:
+        """The SSD itself, `ssd_chunked` (a benchmark swaps in another implementation of the same map)."""
+        return ssd_chunked(x, log_a, B, C, self.chunk, h0)
 
     def step(self, x_t: Tensor, state: SSDState | None = None) -> tuple[Tensor, SSDState]:
         """One token: x_t (B, D) -> (out_t (B, D), new state), the recurrence the chunks compute."""

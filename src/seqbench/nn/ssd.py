@@ -173,16 +173,18 @@ class SSD(nn.Module):
     Defaults are Mamba-2's (mamba_ssm's `Mamba2`): head dimension 64, one group, kernel 4, Δ's bias
     log-uniform in [1e-3, 0.1], A_h uniform in [1, 16], D = 1 per head, the gated RMSNorm over the whole
     inner width. d_state is 64 (the paper's language models use 64-128; Mamba-1's 16 is where Mamba-2's
-    state-size ablation starts). `chunk` = 64: on one CPU thread 32 to 128 ran within a few per cent of
-    each other at B 16, width 256; the intra-chunk work grows with it and the number of chunks falls."""
+    state-size ablation starts). `chunk` = 64: on one CPU thread 32 and 64 ran within the noise of each
+    other at B 16, width 256, T = 2,048, and 128 about 10 % slower; the intra-chunk work grows with it."""
 
     def __init__(self, d_model: int, d_state: int = 64, expand: int = 2, d_conv: int = 4, headdim: int = 64,
                  ngroups: int = 1, chunk: int = 64, dt_min: float = 1e-3, dt_max: float = 0.1,
                  dt_floor: float = 1e-4, a_range: tuple[float, float] = (1.0, 16.0), scan: str | None = None,
-                 cpu_time_chunk: int | None = 256):
+                 cpu_time_chunk: int | None = 512):
         super().__init__()
         # On a CPU a long sequence runs in pieces of this many steps carrying the state, as the Mamba-1
-        # block and minGRU do and for their reason (glibc page-faults every buffer over 32 MiB afresh)
+        # block and minGRU do and for their reason (glibc page-faults every buffer over 32 MiB afresh):
+        # at B 16, width 256, T = 2,048, one thread, pieces of 512 ran ~1.05x pieces of 256 and ~1.15x
+        # pieces of 128 (two runs each, on a loaded VM), and the whole window at once about half as fast
         self.cpu_time_chunk = cpu_time_chunk
         E = expand * d_model
         if E % headdim:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 
 import torch
 
@@ -30,6 +31,24 @@ def test_a_case_predicted_past_free_memory_is_skipped(monkeypatch):
                                    "--repeats", "1"])
     (row,) = layer_bench.run_method("mingru_loop", args)
     assert row["status"].startswith("skipped: predicted 2.0 GiB")
+
+
+class _Sleeper(torch.nn.Module):
+    """A layer whose fwd+bwd takes wall time but almost no CPU time: a busy CPU's other jobs."""
+
+    def forward(self, x):
+        time.sleep(0.3)
+        return x * 2
+
+
+def test_a_case_cut_after_its_warm_up_is_timed_on_the_clock_asked_for():
+    """A warm-up past --max-case-s leaves no timed repeat; its row must still be on the CPU clock, not
+    the wall clock the other rows of a --clock cpu table are not on (a loaded VM: 10x apart)."""
+    args = tiny_args("--clock", "cpu", "--warmup", "1", "--max-case-s", "0.1")
+    row = layer_bench.time_case(lambda D: _Sleeper(), lambda m, x: m(x), torch.device("cpu"), 8, args,
+                                layer_bench.Meter(torch.device("cpu")))
+    assert row["repeats"] == 0 and row["wall_seconds"] >= 0.3
+    assert row["seconds"] == row["cpu_seconds"] < row["wall_seconds"] - 0.25  # the sleep is no CPU time
 
 
 def test_ratios_compare_methods_at_the_same_length_only():

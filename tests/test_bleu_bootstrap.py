@@ -16,6 +16,7 @@ REFS = [f"A man in a {c} shirt is riding a {v}, down Main Street (number {i})."
 GOOD = list(REFS)
 WORSE = [r.replace("riding", "driving").replace("Main", "main") if i % 3 == 0 else r for i, r in enumerate(REFS)]
 BAD = [" ".join(r.split()[::-1]) if i % 2 == 0 else r for i, r in enumerate(REFS)]
+OTHER = [r.replace("shirt", "coat").replace("down", "along") if i % 4 == 1 else r for i, r in enumerate(REFS)]
 
 
 def test_a_draw_scores_what_sacrebleu_gives_the_resampled_sentences():
@@ -37,6 +38,21 @@ def test_the_interval_is_the_percentiles_of_the_gaps_sacrebleu_gives_each_draw()
     brute = [gap_of(row) for row in counts]
     _, low, high = bb.gap_interval([bb.sentence_stats(GOOD, REFS)], [bb.sentence_stats(WORSE, REFS)], resamples=n)
     assert (low, high) == (pytest.approx(np.percentile(brute, 2.5)), pytest.approx(np.percentile(brute, 97.5)))
+
+
+def test_two_seeds_a_side_are_each_scored_on_the_same_draw():
+    # bug caught: a family's seeds scored on different draws (seed i on draw k - i): the gap over the whole
+    # set and one seed a side do not see it, the interval with two seeds a side is more than twice as wide
+    n = 50
+    counts = bb.draws(len(REFS), n)
+    a, b = [GOOD, OTHER], [WORSE, BAD]
+    mean_bleu = lambda seeds, row: np.mean([corpus_bleu(*_drawn(h, row)).last_score.score for h in seeds])  # noqa: E731
+    brute = [mean_bleu(a, row) - mean_bleu(b, row) for row in counts]
+    stats = lambda seeds: [bb.sentence_stats(h, REFS) for h in seeds]  # noqa: E731
+    _, low, high = bb.gap_interval(stats(a), stats(b), resamples=n)
+    want = np.percentile(brute, [2.5, 97.5])
+    assert (low, high) == (pytest.approx(want[0]), pytest.approx(want[1])), \
+        f"interval [{low:.2f}, {high:.2f}], by brute force [{want[0]:.2f}, {want[1]:.2f}]"
 
 
 def _drawn(hyps, row):

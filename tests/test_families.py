@@ -8,6 +8,7 @@ model that trains.
 
 from __future__ import annotations
 
+import csv
 import json
 
 import hydra
@@ -15,7 +16,7 @@ import pytest
 from hydra.core.config_store import ConfigStore
 from omegaconf import OmegaConf
 
-from conftest import CONF, compose_cfg, model_config, run_cli
+from conftest import CONF, ROOT, compose_cfg, model_config, run_cli
 from seqbench.analysis.matrix import families, markdown, pairs
 from seqbench.data.spec import TaskSpec
 from seqbench.families import FAMILIES, Family, compared, family_of, order, presets, registered
@@ -48,6 +49,24 @@ SWEEPS = {"ptb_families": ("ptb", ()), "shakespeare_families": ("shakespeare", (
           "tune_frontier": ("frontier/shakespeare", ()), "tune_frontier_ptb": ("frontier/ptb", ()),
           "long_range_lr": ("probe", ()),
           "long_range_copy": ("probe", ("lstm_fb1",)), "long_range_recall": ("probe", ("lstm_fb1", "transformer_causal"))}
+
+
+# the committed records of the comparisons the compared families run in (the equal-budget search, the frontier
+# after tuning, the long-range probes at tuned rates), with their family column
+COMPARED_IN = ["tuning-search-ptb/trials.csv", "tuning-search-shakespeare/trials.csv",
+               "frontier-after-tuning-ptb/runs.csv", "frontier-after-tuning-shakespeare/runs.csv",
+               "long-range-tuned/long_range.csv"]
+
+
+@pytest.mark.parametrize("record", COMPARED_IN)
+def test_the_compared_families_are_those_the_committed_records_compare(record):
+    """The registry's `compared` against what the runs compared, read from the records and not from the
+    registry (every other test derives its list from `compared()`, so a family wrongly marked not compared
+    drops out of the sweeps, the frontier and the findings with every test still passing)."""
+    with (ROOT / "experiments" / "figures" / record).open(encoding="utf-8", newline="") as f:
+        recorded = {row["family"] for row in csv.DictReader(f)}
+    assert order(recorded) == compared(), (f"{record} compares {order(recorded)}; the registry marks "
+                                           f"{compared()} compared")
 
 
 @pytest.mark.parametrize("experiment", SWEEPS)

@@ -64,6 +64,32 @@ def test_resume_mid_epoch_reproduces_the_uninterrupted_run_exactly(family, tmp_p
 
 
 @pytest.mark.slow
+def test_a_run_resumed_from_the_checkpoint_after_a_mid_epoch_validation_reproduces_the_uninterrupted_run(tmp_path):
+    """A validation every 4 steps writes last.ckpt at its end (the best-checkpoint callback's save_last), mid-epoch:
+    what a run killed before its next step checkpoint leaves. The run resumed from it trains the batches the
+    uninterrupted one does. The validation stream's batches carry their window too: had they moved the saved
+    place, the resumed run would start at the window after the last validation batch (3), not at the training's (4)."""
+    # without the step checkpoint, whose save_last at the end of fit (it saved nothing before) would overwrite it
+    args = [a for a in RESUME if "every_n_train_steps" not in a] + [
+        "trainer.val_check_interval=4", "trainer.limit_val_batches=3", "~callbacks.step_checkpoint"]
+    train(compose_cfg(args + ["trainer.max_steps=8"], tmp_path / "a"), tmp_path / "a")
+    train(compose_cfg(args + ["trainer.max_steps=4"], tmp_path / "b"), tmp_path / "b")
+    ckpt = tmp_path / "b" / "checkpoints" / "last.ckpt"
+    _, state = _weights(ckpt)
+    loops = state["loops"]["fit_loop"]
+    assert state["global_step"] == 4 and loops["epoch_loop.val_loop.batch_progress"]["total"]["completed"] == 3
+    assert loops["epoch_progress"]["total"]["completed"] == 0  # written after the validation, inside the epoch
+    place = next(v for k, v in state.items() if k.endswith("DataModule"))["train_next_window"]
+    assert place == 4, f"the checkpoint after validation saves training window {place}, not 4"
+    train(compose_cfg(args + ["trainer.max_steps=8", f"ckpt_path={ckpt}"], tmp_path / "c"), tmp_path / "c")
+    final_a, state_a = _weights(tmp_path / "a" / "checkpoints" / "last.ckpt")
+    final_c, state_c = _weights(tmp_path / "c" / "checkpoints" / "last.ckpt")
+    assert state_a["global_step"] == state_c["global_step"] == 8
+    for name in final_a:  # same batches, hidden state, dropout masks and rate: identical weights
+        torch.testing.assert_close(final_c[name], final_a[name], rtol=0, atol=0, msg=name)
+
+
+@pytest.mark.slow
 def test_a_killed_process_resumes_from_its_last_checkpoint(tmp_path):
     args = [a for a in RESUME if "scheduler" not in a] + [
         "callbacks.step_checkpoint.every_n_train_steps=3", "trainer.max_steps=100000"]

@@ -1,4 +1,5 @@
-"""The selective SSM block: parallel against step form, carried state, causality, the control."""
+"""The selective SSM block: the Mamba paper's recurrence written out, parallel against step form, carried
+state, causality, the control."""
 
 from __future__ import annotations
 
@@ -6,6 +7,59 @@ import pytest
 import torch
 
 from seqbench.nn.ssm import ResidualBlock, SelectiveSSM
+
+F = torch.nn.functional
+
+
+def paper_block(ssm, x):
+    """Gu & Dao (2023), Algorithm 2 and Fig. 3, written from the paper per step with the block's weights only
+    (none of its code): in_proj to u, z; a causal depthwise conv of width k and SiLU; Δ_t = softplus(W_Δ u_t + b),
+    B_t, C_t from u_t (selective) or fixed (the control); h_t = exp(Δ_t A) h_{t-1} + Δ_t B_t u_t,
+    y_t = C_t h_t + D u_t; out = out_proj(y_t SiLU(z_t)). x (B, T, D) -> (B, T, D)."""
+    E, N, k = ssm.d_inner, ssm.d_state, ssm.d_conv
+    u, z = (x @ ssm.in_proj.weight.T).split([E, E], dim=-1)  # (B, T, E) each
+    w, bias = ssm.conv.weight[:, 0, :], ssm.conv.bias  # (E, k): w[:, -1] multiplies the present step
+    A = -torch.exp(ssm.A_log)  # (E, N)
+    h = x.new_zeros(x.shape[0], E, N)
+    outs = []
+    for t in range(x.shape[1]):
+        conv = bias + sum(w[:, j] * u[:, t - (k - 1) + j] for j in range(k) if t - (k - 1) + j >= 0)
+        u_t = F.silu(conv)  # (B, E)
+        if ssm.selective:
+            low_rank, B_t, C_t = (u_t @ ssm.x_proj.weight.T).split([ssm.dt_rank, N, N], dim=-1)  # (B, r), (B, N) x2
+            delta = F.softplus(low_rank @ ssm.dt_proj.weight.T + ssm.dt_proj.bias)  # (B, E)
+            B_t, C_t = B_t[:, None, :], C_t[:, None, :]  # (B, 1, N): one B_t, C_t shared by the channels
+        else:
+            delta = F.softplus(ssm.dt_bias).expand_as(u_t)
+            B_t, C_t = ssm.B, ssm.C  # (E, N)
+        h = torch.exp(delta[..., None] * A) * h + delta[..., None] * B_t * u_t[..., None]  # (B, E, N)
+        y_t = (C_t * h).sum(-1) + ssm.D * u_t  # (B, E)
+        outs.append((y_t * F.silu(z[:, t])) @ ssm.out_proj.weight.T)
+    return torch.stack(outs, dim=1)
+
+
+@pytest.mark.parametrize("selective", [True, False])
+@pytest.mark.parametrize("form", ["loop", "doubling", "step"])
+def test_the_block_is_the_mamba_papers_recurrence_in_float64(selective, form):
+    """Every form (the CPU's fused loop, the doubling scan, generation's step) against `paper_block`: outputs
+    and every gradient to 1e-10. The forms share their coefficient code, so their agreement with each other
+    (the tests below) cannot catch an error in it; this can (Δ dropped from the input term, say)."""
+    torch.manual_seed(0)
+    ssm = SelectiveSSM(6, d_state=4, selective=selective, scan="doubling" if form == "step" else form).double()
+    with torch.no_grad():  # D = 1 and a zero conv bias at init would hide a term that reads them wrongly
+        ssm.D.uniform_(0.5, 1.5)
+        ssm.conv.bias.uniform_(-0.5, 0.5)
+    x = torch.randn(2, 40, 6, dtype=torch.float64, requires_grad=True)
+    y = stepped(ssm, x)[0] if form == "step" else ssm(x)[0]
+    ref = paper_block(ssm, x)
+    error = (y - ref).abs().max().item()
+    assert error <= 1e-10, f"the {form} form is {error:.3g} from the paper's recurrence"
+    weight = torch.randn_like(y)
+    names = ["x", *(name for name, _ in ssm.named_parameters())]
+    params = [x, *ssm.parameters()]
+    grads = zip(names, torch.autograd.grad((y * weight).sum(), params), torch.autograd.grad((ref * weight).sum(), params))
+    for name, got, want in grads:
+        assert (got - want).abs().max() <= 1e-10, f"the {form} form's gradient of {name}"
 
 
 def stepped(module, x, state=None):

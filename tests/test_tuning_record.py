@@ -388,3 +388,55 @@ def test_a_probe_search_whose_best_rate_is_the_highest_tried_is_extended_on_the_
         in capsys.readouterr().out
     # the record's row: no tokens axis is a dash, not "None"; a solved probe's loss is not rounded to 0.000
     assert "| gpt | 10 | 10 | – | 700 | 1.5e-03 | 0.150 | highest lr |" in (tmp_path / "report" / "summary.md").read_text()
+
+
+def test_a_family_searched_twice_takes_its_setting_from_the_search_with_the_most_trials(tmp_path, capsys):
+    # bug caught: the tuned setting (and the transfer check's tokens around it) taken from the search with
+    # the fewest trials: here a two-trial search at another size, whose best loss is even the lower one
+    from seqbench.analysis.tuning_search import token_neighbours
+
+    base, edge = tmp_path / "tune_frontier_ptb", tmp_path / "tune_frontier_ptb_edge_tokens"
+    n = grid(base, LSTM, [1, 2], [256, 512], {(2, 256): 6.1})
+    grid(base, LSTM, [1, 4], [1024], {(4, 1024): 5.5}, start=n, size="s")  # a small search beside it
+    grid(edge, LSTM, [1, 2], [128], {(2, 128): 6.0})  # the base grid's edge extension: its best
+    found = searches(read_trials([base, edge]))
+    assert sorted((s.size, len(s.trials), s.best.lr_scale, s.best.tokens_grid) for s in found) == [
+        ("m", 6, 2, 128), ("s", 2, 4, 1024)]
+    main([str(base), str(edge)])
+    printed = capsys.readouterr().out.split("# tune.per_family for the runs that use the result:")[1]
+    tuned = OmegaConf.to_container(OmegaConf.create(printed))["tune"]["per_family"]
+    assert tuned == {LSTM: {"lr_scale": 2.0, "tokens_per_step": 117}}, "the setting of the 2-trial search, not the 6-trial one"
+    assert token_neighbours(found) == {LSTM: [256]}, "the tokens around the 2-trial search's best"
+
+
+def _two_budget_sweep(sweep, ran_at_1e13):
+    """A sweep that plans budget.flops=1e12,1e13 in one multirun over a 2 x 2 grid; the grid run in full at
+    1e12 and its first `ran_at_1e13` points at 1e13 (each job one point, as Hydra numbers them)."""
+    n = grid(sweep, LSTM, [1, 2], [256, 512], {(2, 256): 6.0})
+    for i, (lr, tokens) in enumerate([(1, 256), (1, 512), (2, 256), (2, 512)][:ran_at_1e13]):
+        job(sweep, n + i, LSTM, lr, tokens, loss=5.0 + i / 10, budget=1e13)
+    OmegaConf.save({"hydra": {"sweeper": {"params": {"preset": f"frontier/ptb/{LSTM}", "budget.flops": "1e12,1e13",
+                                                     "tune.lr_scale": "1,2", "tune.tokens_per_step": "256,512"}},
+                              "overrides": {"task": ["experiment=tune_frontier_ptb"]}}}, sweep / "multirun.yaml")
+
+
+def test_a_sweep_planning_two_budgets_counts_each_budget_s_grid_in_its_own_search(tmp_path):
+    # bug caught: every budget's planned points counted in each budget's search, so the 1e12 search, run in
+    # full, reads "4 not started" and both grids 8 points
+    sweep = tmp_path / "tune_frontier_ptb"
+    _two_budget_sweep(sweep, ran_at_1e13=3)
+    found = searches(read_trials([sweep]), planned(sweep))
+    assert [(s.budget, len(s.points), s.not_started, s.complete) for s in found] == [(1e12, 4, 0, True), (1e13, 4, 1, False)]
+    md = summary_md(found, "now", [sweep.name], False)
+    assert "7 of 8 trials finished (partial: 0 not finished and 1 not started" in md, md
+    assert f"| {LSTM} | m | 1,000 | 1e12 | 4 | 4 | 0 | 0 | 0 | 0 |" in md and f"| {LSTM} | m | 1,000 | 1e13 | 4 | 3 | 0 | 0 | 0 | 1 |" in md
+
+
+def test_a_planned_budget_no_trial_has_reached_is_a_search_not_started(tmp_path):
+    # bug caught: a budget of the sweep without a trial yet folded into no search, so a sweep whose 1e12
+    # grid had finished was recorded "complete" before any of its 1e13 trials ran
+    sweep = tmp_path / "tune_frontier_ptb"
+    _two_budget_sweep(sweep, ran_at_1e13=0)
+    found = searches(read_trials([sweep]), planned(sweep))
+    assert [(s.budget, len(s.trials), s.not_started, s.complete) for s in found] == [(1e12, 4, 0, True), (1e13, 0, 4, False)]
+    assert "4 of 8 trials finished (partial: 0 not finished and 4 not started" in summary_md(found, "now", [sweep.name], False)

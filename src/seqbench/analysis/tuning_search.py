@@ -159,14 +159,21 @@ class Search:
 def searches(trials: list[Trial], plans: dict[tuple[str, str], set[Point]] | None = None,
              untuned: list[Trial] = ()) -> list[Search]:
     """One Search per (corpus, family, size, budget) with trials, in corpus then table order; a planned
-    family that has not started any trial gets one too (no size or budget known yet)."""
+    family that has not started any trial gets one too (no size or budget known yet), and so does a
+    planned budget that none of a family's trials has reached (no size known yet)."""
     groups: dict[Key, Search] = {}
     for trial in trials:
         groups.setdefault(key_of(trial), Search(*key_of(trial))).trials.append(trial)
     for (corpus, family), points in (plans or {}).items():
         mine = [s for s in groups.values() if (s.corpus, s.family) == (corpus, family)]
+        at = lambda p, s: p[0] is None or s.budget is None or float(p[0]) == float(s.budget)  # noqa: E731
         for s in mine:
-            s.planned |= {p for p in points if p[0] is None or s.budget is None or float(p[0]) == float(s.budget)}
+            s.planned |= {p for p in points if at(p, s)}
+        # a budget the sweep plans that none of the family's trials has reached is a search not started:
+        # left out, a two-budget sweep whose first budget had finished was recorded "complete"
+        for budget in {p[0] for p in points if mine and not any(at(p, s) for s in mine)}:
+            groups[(corpus, family, None, budget)] = Search(corpus, family, None, budget,
+                                                            planned={p for p in points if p[0] == budget})
         if not mine:
             groups[(corpus, family, None, None)] = Search(corpus, family, None, None, planned=set(points))
     for run in untuned:
@@ -174,8 +181,9 @@ def searches(trials: list[Trial], plans: dict[tuple[str, str], set[Point]] | Non
             groups[key_of(run)].untuned.append(run)
     corpora = list(dict.fromkeys(s.corpus for s in groups.values()))
     rank = {name: i for i, name in enumerate(order({s.family for s in groups.values()}))}
-    return sorted(groups.values(), key=lambda s: (corpora.index(s.corpus), rank[s.family], str(s.size),
-                                                  s.budget or 0.0))
+    # a size not known yet (a budget not started) after the known ones, so a family's budgets stay in order
+    return sorted(groups.values(), key=lambda s: (corpora.index(s.corpus), rank[s.family], s.size is None,
+                                                  str(s.size), s.budget or 0.0))
 
 
 def edge_families(found: list[Search]) -> dict[str, list[str]]:

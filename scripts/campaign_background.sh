@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# Run the tuning protocol's chain (python -m seqbench.campaign) in the background, resumable across
+# Run the tuning protocol's chain (python -m seqbench.protocol.campaign) in the background, resumable across
 # session stops: the same command again goes on where the last one stopped.
 #   bash scripts/campaign_background.sh tune_frontier_ptb --jobs 1 -- logger=csv
-# Progress: tail outputs/sweeps/campaign_<experiment>.log; state: python -m seqbench.campaign <experiment> --dry-run
+# Progress: tail outputs/sweeps/campaign_<experiment>.log; state: python -m seqbench.protocol.campaign <experiment> --dry-run
 # Stop it: kill -- -$(cat outputs/sweeps/campaign_<experiment>.pid)   (the chain and the sweep it runs)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -16,6 +16,6 @@ if [ -f "$pid_file" ] && kill -0 "$(cat "$pid_file")" 2>/dev/null; then
 fi
 source scripts/data_env.sh
 python=${PYTHON:-.venv/bin/python}
-setsid nohup "$python" -u -m seqbench.campaign --root "$root" "$@" >> "$root/campaign_$1.log" 2>&1 < /dev/null &
+setsid nohup "$python" -u -m seqbench.protocol.campaign --root "$root" "$@" >> "$root/campaign_$1.log" 2>&1 < /dev/null &
 echo $! > "$pid_file"
 echo "chain $1: pid $(cat "$pid_file"), log $root/campaign_$1.log (the same command resumes it)"

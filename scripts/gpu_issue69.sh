@@ -18,11 +18,11 @@
 #      SSD, and the peers (mambapy's parallel scan, mamba-ssm's ssd_minimal)                 (~3 min)
 #   2. the same in bf16 autocast with the flash attention kernel: issue 69's targets (SSD >= 3x cuDNN
 #      at T >= 2,048; the Mamba-1 block >= 1x at 2,048; memory at T = 8,192 within the card)  (~2 min)
-#   3. the whole-model training step (python -m seqbench.bench) of every LM family at matched size,
+#   3. the whole-model training step (python -m seqbench.analysis.bench) of every LM family at matched size,
 #      SSD on the SSM's PTB preset, B = 32, T = 512 .. 8,192, bf16                           (~3 min)
 # Records under OUT (at most 8 files come back): session.log, layer_bench_cuda_fp32.json,
 # layer_bench_cuda_bf16.json, record.json, bench/bench.{csv,json,png}, bench/record.json. Render the layer
-# tables with `python -m seqbench.analysis.layer_bench_page experiments/parallel-recurrences.md` after
+# tables with `python -m seqbench.reports.layer_bench_page experiments/parallel-recurrences.md` after
 # adding `<!-- layer-bench: ... -->` and `<!-- layer-targets-69: ... -->` markers for the two JSON files.
 set -uo pipefail
 phase=${1:?prepare|run}
@@ -96,7 +96,7 @@ timeout 130 $PY -m seqbench.analysis.layer_bench --device cuda --T 512 2048 8192
   --out "$out/layer_bench_cuda_bf16.json" 2>&1 | tail -20 | tee -a "$log"
 
 echo "== 3. whole-model training step, every LM family" | tee -a "$log"
-timeout 200 $PY -m seqbench.bench --device cuda --batch-sizes 32 --lengths 512,2048,8192 \
+timeout 200 $PY -m seqbench.analysis.bench --device cuda --batch-sizes 32 --lengths 512,2048,8192 \
   --families ptb/rnn,ptb/lstm,ptb/gru,ptb/mingru,ptb/minlstm,ptb/ssm,ptb/ssm:layer=ssd:d_state=64:headdim=56,ptb/transformer:dropout=0,ptb/gpt:dropout=0 \
   --max-mem-gb 60 --out "$out/bench" 2>&1 | tail -40 | tee -a "$log"
 date -u +"done %Y-%m-%dT%H:%M:%SZ" | tee -a "$log"

@@ -6,7 +6,7 @@
 #   bash scripts/gpu_session.sh campaign OUT 7          # the tuning chains' queued runs for 7 minutes (below);
 #                                                       # give the call a timeout_s of the minutes + 90 s
 #
-# campaign: both corpora's chains (python -m seqbench.campaign: transfer, sizes, seeds) from `.gpu/sweeps`, a
+# campaign: both corpora's chains (python -m seqbench.protocol.campaign: transfer, sizes, seeds) from `.gpu/sweeps`, a
 # copy of the CPU chains' finished sweeps, several sweeps at once, each job on the GPU in fp32
 # (SEQBENCH_MATMUL_PRECISION=highest: no TF32, cuDNN included), so its result may stand beside the CPU's.
 # Every finished job is appended to the archive (experiments/sweeps/*.jsonl, keyed by what it trains, not
@@ -55,7 +55,7 @@ if [ "$phase" = bench ]; then
     --out "$out/layer_bench_cuda_bf16.json" > "$work/layer_bench_bf16.log" 2>&1
   tail -25 "$work/layer_bench_bf16.log"
   # whole models at matched size (the ptb presets), bf16 autocast and flash attention on the GPU
-  timeout 90 python3 -m seqbench.bench --device cuda --batch-sizes 8,32 --lengths 128,512,2048,8192 \
+  timeout 90 python3 -m seqbench.analysis.bench --device cuda --batch-sizes 8,32 --lengths 128,512,2048,8192 \
     --families ptb/rnn,ptb/lstm,ptb/gru,ptb/transformer:dropout=0,ptb/gpt:dropout=0 \
     --max-mem-gb 60 --out "$work/bench_cuda" > "$work/bench.log" 2>&1
   tail -40 "$work/bench.log"
@@ -75,7 +75,7 @@ elif [ "$phase" = campaign ]; then
   packer=$!
   chains=()
   for experiment in tune_frontier_ptb tune_frontier; do
-    timeout "${cap}m" ${PY:-python3} -u -m seqbench.campaign "$experiment" --root .gpu/sweeps --archive experiments/sweeps \
+    timeout "${cap}m" ${PY:-python3} -u -m seqbench.protocol.campaign "$experiment" --root .gpu/sweeps --archive experiments/sweeps \
       --jobs "${JOBS:-3}" --sweeps-at-once "${AT_ONCE:-4}" --steps transfer,sizes,seeds -- logger=csv \
       > "$out/campaign_$experiment.log" 2>&1 &
     chains+=($!)

@@ -5,9 +5,9 @@
 # Jobs run two at a time (hydra/launcher=resumable) under outputs/sweeps/<name>/<job number>; the
 # same command again skips the completed jobs and resumes the others from their last.ckpt. Stop it:
 #   kill -- -$(cat outputs/sweeps/<name>/launcher.pid)        # the launcher's whole process group
-# Progress: tail outputs/sweeps/<name>/launcher.log; results: python -m seqbench.report outputs/sweeps/<name>
+# Progress: tail outputs/sweeps/<name>/launcher.log; results: python -m seqbench.reports.report outputs/sweeps/<name>
 # Each finished job is also kept in experiments/sweeps/<name>.jsonl (SWEEP_ARCHIVE=<dir>, or none), and
-# restored from there when outputs/ is gone (seqbench.sweep_archive): commit that file as the sweep goes.
+# restored from there when outputs/ is gone (seqbench.protocol.sweep_archive): commit that file as the sweep goes.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 [ $# -ge 1 ] || { echo "usage: bash scripts/sweep_background.sh <name> <overrides...>" >&2; exit 2; }

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Regenerate every committed record the tuning chains feed, then the pages and the findings that read them:
+# Regenerate every committed record the tuning chains feed, then the pages, the findings and docs/results.md
+# that read them:
 #   bash scripts/tuning_records.sh            # from the chains' sweeps under outputs/sweeps (SWEEP_ROOT=<dir>)
 # Then run tests/test_pages.py, test_findings.py and test_ledger.py, and commit the records with the archive
 # (git add experiments): a record committed without the pages and findings regenerated fails the suite.
@@ -20,17 +21,20 @@ for corpus in shakespeare ptb; do
   else
     experiment=tune_frontier; untuned=frontier-shakespeare; cost=(--top-families rnn,lstm,gru,transformer,gpt)
   fi
-  run seqbench.transfer "$experiment" --root "$root" --report "$figures/transfer-$corpus"
-  run seqbench.campaign "$experiment" --dry-run --root "$root" --jobs 1 "${cost[@]}" \
+  run seqbench.protocol.transfer "$experiment" --root "$root" --report "$figures/transfer-$corpus"
+  run seqbench.protocol.campaign "$experiment" --dry-run --root "$root" --jobs 1 "${cost[@]}" \
     --cost-report "$figures/campaign-cost-$corpus"
-  run seqbench.frontier_tuned "$experiment" --root "$root" \
+  run seqbench.reports.frontier_tuned "$experiment" --root "$root" \
     --before "$figures/$untuned/runs.csv" "$figures/$untuned-parallel/runs.csv" \
     --report "$figures/frontier-after-tuning-$corpus"
+  # the verdict at scale (issue 64): IsoFLOP profiles, compute laws, the held-out tier, the crossover
+  run seqbench.reports.frontier_scaling "$experiment" --root "$root" --report "$figures/scaling-$corpus"
 done
 # translation under one label-smoothing rule (issue 36, item 5): its sweeps, as far as they have run
 translation=(); for sweep in mt_ls mt_ls_pair; do [ -d "$root/$sweep" ] && translation+=("$root/$sweep"); done
-[ ${#translation[@]} -eq 0 ] || run seqbench.analysis.translation_table "${translation[@]}" \
+[ ${#translation[@]} -eq 0 ] || run seqbench.reports.translation_table "${translation[@]}" \
   --report "$figures/multi30k-label-smoothing"
-run seqbench.pages experiments/*.md
-run seqbench.findings
+run seqbench.reports.pages experiments/*.md
+run seqbench.reports.findings
+run seqbench.reports.results
 echo "records, pages and findings regenerated from $root" >&2

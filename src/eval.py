@@ -15,7 +15,7 @@ register_resolvers()
 
 @hydra.main(version_base="1.3", config_path="../conf", config_name="eval")
 def main(cfg: DictConfig) -> None:
-    from seqbench.evaluate import evaluate
+    from seqbench.training.evaluate import evaluate
 
     output_dir, _, _, multirun = hydra_context()
     guarded(evaluate, cfg, output_dir, multirun=multirun)

@@ -29,7 +29,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-PRELOAD = ("torch", "lightning", "hydra", "seqbench.entry", "seqbench.run")
+PRELOAD = ("torch", "lightning", "hydra", "seqbench.entry", "seqbench.training.run")
 # environment variables read while PRELOAD is imported or at start-up (thread pools, hash seeds); the
 # child applies PYTHONPATH itself, to sys.path, as start-up would
 FIXED_AT_IMPORT = ("PYTHON", "OMP_", "MKL_", "KMP_", "OPENBLAS_", "TORCH", "CUDA", "LD_", "MPL")

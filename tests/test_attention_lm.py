@@ -10,7 +10,7 @@ import torch
 
 from conftest import TINY, compose_cfg
 from seqbench.data.shakespeare import ShakespeareCharDataModule
-from seqbench.run import build, train
+from seqbench.training.run import build, train
 
 TINY_GPT = ["model.n_layer=1", "model.n_head=2", "model.d_model=16", "model.context=16",
             "data.batch_size=4", "data.eval_batch_size=4"]

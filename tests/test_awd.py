@@ -17,7 +17,7 @@ from seqbench.callbacks.nt_asgd import NTASGD, nonmonotone_trigger
 from seqbench.data.streams import IGNORE_INDEX, StreamWindows
 from seqbench.nn.awd import LockedDropout, activation_penalty, drop_recurrent_weights, word_dropout
 from seqbench.nn.recurrent_lm import RecurrentLM
-from seqbench.run import build, make_trainer, train
+from seqbench.training.run import build, make_trainer, train
 
 
 def test_a_locked_mask_is_the_same_at_every_step_and_differs_between_sequences():

@@ -1,7 +1,7 @@
 """Bad input fails before any work in one sentence; odd but valid text files are read correctly.
 
 Every numeric option a user sets (sizes, rates, dropouts, gaps, batch sizes, decoding lengths, beam
-size) is range-checked with the config (seqbench.config_check) — a negative batch size once ended in
+size) is range-checked with the config (seqbench.training.config_check) — a negative batch size once ended in
 a RuntimeError traceback from PyTorch. User text files: CRLF and CR line ends count the same lines as
 LF; bytes that are not UTF-8 and files without text end in a sentence.
 """
@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 
 from conftest import run_cli
-from seqbench.config_check import check_config
+from seqbench.training.config_check import check_config
 from seqbench.data.text import TextDataModule
 from seqbench.errors import ConfigError, DataFormatError
 

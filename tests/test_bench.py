@@ -26,7 +26,7 @@ def test_benchmark_runs_two_sizes_and_writes_csv_and_png(tmp_path, monkeypatch):
     clock = itertools.count(0.0, 0.25)
     monkeypatch.setattr(bench, "time", SimpleNamespace(perf_counter=lambda: next(clock)))
     rows = bench.run(["ptb/lstm", "ptb/gpt"], lengths=[8, 16], batch_sizes=[2], vocab=50, repeats=1,
-                     isolate=False, out=tmp_path, peak_tflops=2.0, command="python -m seqbench.bench x")
+                     isolate=False, out=tmp_path, peak_tflops=2.0, command="python -m seqbench.analysis.bench x")
     with open(tmp_path / "bench.csv") as f:
         saved = list(csv.DictReader(f))
     assert [(r["family"], r["length"], r["status"]) for r in saved] == [
@@ -44,7 +44,7 @@ def test_benchmark_runs_two_sizes_and_writes_csv_and_png(tmp_path, monkeypatch):
     assert rows[1]["flops_per_token"] == rows[0]["flops_per_token"]  # an RNN's cost per token does not grow
     assert (tmp_path / "bench.png").read_bytes()[:4] == b"\x89PNG"
     record = json.loads((tmp_path / "bench.json").read_text())  # what a page renders its table from
-    assert record["results"] == json.loads(json.dumps(rows)) and record["command"] == "python -m seqbench.bench x"
+    assert record["results"] == json.loads(json.dumps(rows)) and record["command"] == "python -m seqbench.analysis.bench x"
     assert record["device"] == "cpu" and record["torch"] == torch.__version__ and record["clock"] == "wall"
 
 

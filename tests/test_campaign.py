@@ -1,4 +1,4 @@
-"""The tuning protocol's chain (`python -m seqbench.campaign`): its steps read from the sweeps before
+"""The tuning protocol's chain (`python -m seqbench.protocol.campaign`): its steps read from the sweeps before
 them, a sweep marked done only when every job completed, and a done sweep never launched again."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ import shutil
 import pytest
 from omegaconf import OmegaConf
 
-from seqbench.campaign import failed_jobs, main, run_sweep
-from seqbench.chain import DONE, Chain, parse_commands
+from seqbench.protocol.campaign import failed_jobs, main, run_sweep
+from seqbench.protocol.chain import DONE, Chain, parse_commands
 from test_tuning_record import GPT, LSTM, grid, job
 
 # stands in for src/train.py: appends a launch to launches.txt and writes the outcomes of $OUTCOMES, whose
@@ -147,8 +147,9 @@ def test_a_tier_where_the_transfer_check_found_a_better_setting_trains_its_final
     # the seed noise (transfer.MARGIN), given a new sweep;
     # the size chosen at a moved tier from the runs at the superseded setting (here the old setting's
     # size s has the lowest loss of all, 1.0), and those runs' seeds then spent on a setting not used
-    from seqbench.report import read_local
-    from seqbench.transfer import checks, markdown, per_tier
+    from seqbench.training.record import read_runs
+    from seqbench.protocol.transfer_check import checks, per_tier
+    from seqbench.protocol.transfer import markdown
 
     grid(tmp_path / "tune_frontier", LSTM, [1, 2, 4], [256, 512, 1024], {(2, 512): 1.5}, corpus="shakespeare", heldout=True)
     shakespeare = {"corpus": "shakespeare", "heldout": True}
@@ -166,11 +167,11 @@ def test_a_tier_where_the_transfer_check_found_a_better_setting_trains_its_final
         job(low, n, LSTM, lr, 512, loss=loss, budget=1e11, **shakespeare)
     chain = Chain("tune_frontier", tmp_path)
     tuned = {LSTM: {"lr_scale": 2.0, "tokens_per_step": 501}}
-    found = checks(read_local(chain.transfer_dirs()), tuned)
+    found = checks(read_runs(chain.transfer_dirs()), tuned)
     assert per_tier(tuned, found) == {(LSTM, 1e13): {"lr_scale": 2.0, "tokens_per_step": 1013}}
     # a check still running moves nothing: here the tokens neighbours' sweep planned one more trial
-    assert per_tier(tuned, checks(read_local(chain.transfer_dirs()), tuned, {(LSTM, 1e13): 7})) == {}
-    assert "moved: 0.0500 (so far) | 6 of 7 |" in markdown(checks(read_local(chain.transfer_dirs()), tuned, {(LSTM, 1e13): 7}))
+    assert per_tier(tuned, checks(read_runs(chain.transfer_dirs()), tuned, {(LSTM, 1e13): 7})) == {}
+    assert "moved: 0.0500 (so far) | 6 of 7 |" in markdown(checks(read_runs(chain.transfer_dirs()), tuned, {(LSTM, 1e13): 7}))
     # the chain's own sweeps: 3 rates, 2 tokens neighbours, and 2048 tokens (1024 was the most tried, and best)
     assert chain.checks()[1][(LSTM, 1e13)].planned == 6
     assert found[(LSTM, 1e13)].gain == pytest.approx(0.05) and found[(LSTM, 1e11)].held
@@ -260,19 +261,19 @@ def test_the_dry_run_lists_the_untuned_step_once_the_search_is_done_and_the_fina
 
 
 def test_a_size_whose_run_diverged_after_its_best_validation_is_not_the_one_seeded(tmp_path):
-    # bug caught: the size selection read a run whose loss blew up (metrics.json: null, as seqbench.run
+    # bug caught: the size selection read a run whose loss blew up (metrics.json: null, as seqbench.training.run
     # writes NaN) as completed, so a tuned rate too high for the large size could still pick that size,
     # and its seeds 2 and 3 would be spent on a setting that diverges
-    from seqbench.final_cells import chosen_sizes
-    from seqbench.report import read_local
-    from seqbench.run import write_metrics
+    from seqbench.protocol.final_cells import chosen_sizes
+    from seqbench.training.record import read_runs
+    from seqbench.training.record import write_metrics
 
     sizes = tmp_path / "frontier_tuned_sizes"
     for n, (size, loss, last) in enumerate([("s", 1.6, 1.6), ("l", 1.4, math.nan)]):
         d = job(sizes, n, LSTM, 1, None, finished=False, corpus="shakespeare", heldout=True)
         write_metrics(d / "metrics.json", {"status": "completed", "val/loss_best": loss, "val/loss": last,
                                            "train/loss": last, "budget/flops": 1e12, "tune/size": size})
-    assert chosen_sizes(read_local([sizes])) == {(LSTM, 1e12): "s"}
+    assert chosen_sizes(read_runs([sizes])) == {(LSTM, 1e12): "s"}
 
 
 def test_a_sweep_stopped_by_a_signal_is_not_launched_again_nor_given_up_on(tmp_path, monkeypatch):
@@ -297,12 +298,12 @@ def test_the_chain_reads_a_sweep_again_only_after_a_job_of_it_finished(tmp_path,
     # bugs caught: every step of the dry run reading the search's few hundred runs again (a cost report
     # took over 16 minutes on a loaded machine); the other way, a cached read kept after a job finished,
     # so the chain would compute the next step from runs that are no longer all there are
-    import seqbench.report
+    import seqbench.training.record
 
     grid(tmp_path / "tune_frontier", LSTM, [1, 2], [256, 512], {(2, 512): 1.5}, corpus="shakespeare", heldout=True)
     reads = []
-    real = seqbench.report.read_local
-    monkeypatch.setattr(seqbench.report, "read_local", lambda dirs: reads.append(dirs) or real(dirs))
+    real = seqbench.training.record.read_runs
+    monkeypatch.setattr(seqbench.training.record, "read_runs", lambda dirs: reads.append(dirs) or real(dirs))
     chain = Chain("tune_frontier", tmp_path)
     first = chain.transfer()
     assert chain.transfer() == first and len(reads) == 1
@@ -313,7 +314,7 @@ def test_the_chain_reads_a_sweep_again_only_after_a_job_of_it_finished(tmp_path,
 def _rate_check(tmp_path, losses: dict[float, float], tier=1e13, tokens=512, start=0, status=None):
     """The transfer check's rate trials of the LSTM at one tier of the Tiny Shakespeare chain (its tuned
     setting: lr x 2 at 501 tokens held), one job each, in the sweep the chain names for each rate."""
-    from seqbench.final_cells import flops_text
+    from seqbench.protocol.final_cells import flops_text
 
     for n, (lr, loss) in enumerate(losses.items(), start):
         first = lr in (1, 2, 4)
@@ -362,7 +363,7 @@ def _tokens_check(tmp_path, losses: dict[int, float], tier=1e13, status=None):
     """The LSTM's transfer trials at its tuned rate (lr x 2) on the tokens axis, each in the sweep the chain
     names for it: the tuned 501 tokens (the rate sweep's middle job), the grid's neighbours 256 and 1024
     (the tokens sweep) and the added values (one sweep each)."""
-    from seqbench.final_cells import flops_text
+    from seqbench.protocol.final_cells import flops_text
 
     t = flops_text(tier)
     for tokens, loss in losses.items():
@@ -433,7 +434,7 @@ def test_the_chain_runs_the_rate_a_check_adds_in_the_same_call(tmp_path, monkeyp
         (root / name / DONE).write_text("")
         return True
 
-    monkeypatch.setattr("seqbench.campaign.run_sweep", launch)
+    monkeypatch.setattr("seqbench.protocol.campaign.run_sweep", launch)
     assert main(["tune_frontier", "--root", str(tmp_path), "--steps", "transfer", "--archive", "none"]) == 0
     assert [n for n in launched if n.startswith("tune_frontier_transfer_lr_1e13")] == [
         f"tune_frontier_transfer_lr_1e13_{LSTM}_{r}" for r in ("0.5", "0.25", "0.125")]
@@ -459,7 +460,7 @@ def test_sweeps_at_once_runs_a_rounds_sweeps_side_by_side_and_each_to_its_end(tm
             together.wait()
         return "tokens" not in name  # the tokens sweep stops; its neighbours still end
 
-    monkeypatch.setattr("seqbench.campaign.run_sweep", launch)
+    monkeypatch.setattr("seqbench.protocol.campaign.run_sweep", launch)
     assert main(["tune_frontier", "--root", str(tmp_path), "--steps", "transfer", "--archive", "none",
                  "--sweeps-at-once", "4"]) == 1
     assert sorted(launched) == sorted(n for n, _ in Chain("tune_frontier", tmp_path).transfer())
@@ -470,9 +471,9 @@ def test_the_size_sweeps_train_each_cell_once_at_its_own_setting():
     # bug caught: one first sweep over every tier (a Hydra sweep is a cartesian product) trained the cells
     # the transfer check had moved at the tuned setting too, to be passed over: 24 wasted runs on Tiny
     # Shakespeare, 15 of them at 1e13
-    from seqbench.chain import parse_commands
-    from seqbench.analysis.campaign_cost import sweep_jobs
-    from seqbench.final_cells import Experiment, final_commands
+    from seqbench.protocol.chain import parse_commands
+    from seqbench.protocol.campaign_cost import sweep_jobs
+    from seqbench.protocol.final_cells import Experiment, final_commands
 
     tuned = {LSTM: {"lr_scale": 2, "tokens_per_step": 512}, GPT: {"lr_scale": 1, "tokens_per_step": 256}}
     moved = {(GPT, 1e13): {"lr_scale": 1, "tokens_per_step": 1024}}
@@ -483,4 +484,4 @@ def test_the_size_sweeps_train_each_cell_once_at_its_own_setting():
     assert f"tune.per_family={{{LSTM}:{{lr_scale:2,tokens_per_step:512}},{GPT}:{{lr_scale:1,tokens_per_step:1024}}}}" in top
     cells = [job for overrides in sweeps.values() for job in sweep_jobs(overrides)]
     assert sorted(set(cells)) == sorted((f, t) for f in (LSTM, GPT) for t in (1e11, 1e12, 1e13))
-    assert len(cells) == 2 * 3 * len(Experiment("tune_frontier").sizes)  # each (family, tier) at each size, once
+    assert len(cells) == 2 * 3 * len(Experiment("tune_frontier").grid)  # each (family, tier) at each size of the grid, once

@@ -1,4 +1,4 @@
-"""The chain's cost (`python -m seqbench.campaign <experiment> --dry-run`, `seqbench.analysis.campaign_cost`):
+"""The chain's cost (`python -m seqbench.protocol.campaign <experiment> --dry-run`, `seqbench.protocol.campaign_cost`):
 runs counted as Hydra's sweeper expands them, finished apart from remaining, measured wall time of the
 completed jobs only, and each remaining run estimated from its own family at the nearest measured tier."""
 
@@ -9,12 +9,12 @@ from collections import Counter
 
 import pytest
 
-from seqbench.analysis.campaign_cost import rows, rule_jobs, sweep_jobs
-from seqbench.campaign import main
-from seqbench.chain import DONE, Chain, parse_commands
+from seqbench.protocol.campaign_cost import rows, rule_jobs, sweep_jobs
+from seqbench.protocol.campaign import main
+from seqbench.protocol.chain import DONE, Chain, parse_commands
 from seqbench.families import compared
-from seqbench.final_cells import TOP_SEEDS, Experiment, command, final_commands
-from seqbench.ledger import read_record
+from seqbench.protocol.final_cells import TOP_SEEDS, Experiment, command, final_commands
+from seqbench.reports.ledger import read_record
 from test_tuning_record import GPT, LSTM, job
 
 SHAKESPEARE = {"corpus": "shakespeare", "heldout": True}
@@ -106,7 +106,7 @@ def test_the_cost_report_is_written_with_its_record_and_runs_nothing(tmp_path, c
     def launch(*args, **kwargs):
         raise AssertionError(f"--cost-report launched a sweep: {args}")
 
-    monkeypatch.setattr("seqbench.campaign.run_sweep", launch)
+    monkeypatch.setattr("seqbench.protocol.campaign.run_sweep", launch)
     job(tmp_path / "tune_frontier_ptb", 0, LSTM, 1, 256, wall=3600.0)
     assert main(["tune_frontier_ptb", "--root", str(tmp_path), "--cost-report", str(tmp_path / "cost")]) == 0
     (record,) = read_record(tmp_path / "cost" / "record.json", tmp_path)

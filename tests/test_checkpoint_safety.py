@@ -45,7 +45,7 @@ def _refused(err: str, path) -> None:
     lines = [line for line in err.strip().splitlines() if line.startswith("Error: ")]
     assert len(lines) == 1 and "UnpicklingError" not in err, err
     assert str(path) in lines[0] and "may run code" in lines[0], lines[0]
-    assert f"python -m seqbench.convert_checkpoint {path} <new.ckpt>" in lines[0], lines[0]
+    assert f"python -m seqbench.training.convert_checkpoint {path} <new.ckpt>" in lines[0], lines[0]
 
 
 def test_the_payload_is_live_when_loaded_the_unsafe_way(payload):
@@ -65,7 +65,7 @@ def test_model_pretrained_as_in_the_report(payload, tmp_path):
 
 @pytest.mark.parametrize("option", ["ckpt_path", "model.pretrained", "data.tokenizer_from"])
 def test_train_refuses_before_any_work(option, payload, tmp_path, capsys, monkeypatch):
-    import seqbench.run as run
+    import seqbench.training.run as run
 
     path, marker = payload
     instantiate = run.instantiate  # refused with the config check, before a corpus is read (minutes on a large one)
@@ -83,7 +83,7 @@ def test_train_refuses_before_any_work(option, payload, tmp_path, capsys, monkey
 
 
 def test_eval_refuses(payload, tmp_path, capsys):
-    from seqbench.evaluate import evaluate
+    from seqbench.training.evaluate import evaluate
 
     path, marker = payload
     cfg = compose_cfg([f"ckpt_path={path}", "trainer=cpu"], tmp_path, config_name="eval")
@@ -201,7 +201,7 @@ def _bert_checkpoints(tmp_path):
 def test_an_old_checkpoint_is_refused_then_converted_and_loads(tmp_path, capsys):
     import numpy as np
 
-    from seqbench.convert_checkpoint import main as convert
+    from seqbench.training.convert_checkpoint import main as convert
     from seqbench.models.bert import BertModel
     from seqbench.models.pretrained import KEY, load_pretrained
 
@@ -242,7 +242,7 @@ def _word_spec():
 
 
 def test_the_converter_keeps_the_source_and_names_what_it_cannot_convert(tmp_path):
-    from seqbench.convert_checkpoint import convert
+    from seqbench.training.convert_checkpoint import convert
     from seqbench.errors import UserError
 
     source = tmp_path / "a.ckpt"

@@ -17,7 +17,7 @@ import pytest
 import torch
 
 from conftest import TINY, TINY_RNN, compose_cfg, require_corpus
-from seqbench.run import train
+from seqbench.training.run import train
 
 GPT = ["model.n_layer=1", "model.n_head=2", "model.d_model=16", "model.context=16", "data.batch_size=4",
        "data.eval_batch_size=4"]

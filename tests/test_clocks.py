@@ -1,4 +1,4 @@
-"""Which clock times a run (seqbench.clocks), and that the frontier's time table, the report's time to
+"""Which clock times a run (seqbench.training.clocks), and that the frontier's time table, the report's time to
 target and the chain's cost table read it.
 
 The bugs these catch: a CPU run paused while the suite ran (its wall clock 4x its CPU time, as a PTB
@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import pytest
 
-from seqbench import frontier
-from seqbench.analysis import campaign_cost
-from seqbench.clocks import CPU_CLOCK, WALL_CLOCK, curve_clock, one_core, run_seconds
-from seqbench.report import Run
+from seqbench.reports import frontier
+from seqbench.protocol import campaign_cost
+from seqbench.training.clocks import CPU_CLOCK, WALL_CLOCK, curve_clock, one_core, run_seconds
+from seqbench.training.record import Run
 
 ONE_CORE = "cpu (x86_64, 1 threads) x1"
 
@@ -36,7 +36,7 @@ def test_a_run_names_what_trained_so_that_only_one_core_runs_read_the_cpu_clock(
 
     import torch
 
-    from seqbench.run import _device_name
+    from seqbench.training.run import _device_name
 
     monkeypatch.setattr(torch, "get_num_threads", lambda: threads)
     trainer = types.SimpleNamespace(strategy=types.SimpleNamespace(root_device=torch.device(device_type)),
@@ -75,7 +75,7 @@ def test_a_run_resumed_after_a_stop_costs_at_least_its_training_over_every_segme
 def test_a_resumed_run_s_wall_time_is_its_fitting_over_every_segment_not_its_last_process():
     # bug caught: the report's "wall time" was the last process's (`wall_time_s`), so the 1e14 GPT's seed 2,
     # resumed near its end, read 268 s for 2,716 s of fitting (2026-12-06)
-    from seqbench.clocks import FIT_WALL, wall_seconds
+    from seqbench.training.clocks import FIT_WALL, wall_seconds
 
     assert wall_seconds({"wall_time_s": 268.0, FIT_WALL: 2716.0}) == 2716.0
     assert wall_seconds({"wall_time_s": 2800.0, FIT_WALL: 2716.0}) == 2800.0  # one segment: start-up and test too
@@ -101,7 +101,7 @@ def test_the_frontier_times_every_configuration_by_one_clock():
 
 
 def test_the_report_reads_one_clock_for_every_row(tmp_path):
-    from seqbench.report import write_report
+    from seqbench.reports.report import write_report
 
     cpu = [_run("a", [10.0, 20.0]), _run("b", [12.0, 22.0], family="gru")]
     assert _run("a", [10.0, 20.0]).time_to(19.5, CPU_CLOCK) == 20.0

@@ -1,4 +1,4 @@
-"""Training compute logged (`train/flops`) and a run's length set by it (`budget.flops`, seqbench.budget)."""
+"""Training compute logged (`train/flops`) and a run's length set by it (`budget.flops`, seqbench.training.budget)."""
 
 from __future__ import annotations
 
@@ -8,10 +8,10 @@ import json
 import pytest
 
 from conftest import TINY, TINY_RNN, compose_cfg, require_corpus
-from seqbench.budget import apply_compute_budget, budget_steps
+from seqbench.training.budget import apply_compute_budget, budget_steps
 from seqbench.errors import ConfigError
 from seqbench.families import FAMILIES
-from seqbench.run import build, train
+from seqbench.training.run import build, train
 from seqbench.tasks.lm import token_nll
 
 TINY_GPT = ["model.n_layer=1", "model.n_head=2", "model.d_model=16", "model.context=16",

@@ -9,10 +9,10 @@ import pytest
 from omegaconf import OmegaConf
 
 from conftest import CONF, FIXTURES
-from seqbench.config_check import check_config
+from seqbench.training.config_check import check_config
 from seqbench.families import FAMILIES
 from seqbench.models.recurrent import RecurrentModel
-from seqbench.run import build
+from seqbench.training.run import build
 
 MODELS = sorted(p.stem for p in (CONF / "model").glob("*.yaml"))
 DATAS = sorted(p.stem for p in (CONF / "data").glob("*.yaml"))

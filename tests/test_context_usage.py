@@ -21,7 +21,7 @@ from conftest import TINY
 from seqbench.analysis import context_usage as cu
 from seqbench.families import FAMILIES
 from seqbench.models.parallel_recurrent import ParallelRecurrentModel
-from seqbench.run import build
+from seqbench.training.run import build
 
 # the compared families that carry a state across windows (the classic RNNs, the parallel recurrences)
 STATEFUL = [name for name, family in FAMILIES.items() if family.compared and family.cls.lm_batching == "stream"]

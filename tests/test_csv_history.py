@@ -10,8 +10,8 @@ from __future__ import annotations
 import csv
 
 from conftest import TINY, TINY_RNN, compose_cfg
-from seqbench.report import read_curve
-from seqbench.run import train
+from seqbench.training.record import read_curve
+from seqbench.training.run import train
 
 ARGS = [a for a in TINY if "max_epochs" not in a and "limit_train" not in a] + TINY_RNN + [
     "data.batch_size=4", "data.bptt=8", "test=false", "trainer.max_epochs=-1", "trainer.val_check_interval=2",
@@ -51,7 +51,7 @@ def test_a_run_whose_history_was_lost_reports_its_best_checkpoint_s_perplexity()
     # (no validation in the last process, its history deleted): the PTB final cell minlstm 0.28M @ 1e12
     import math
 
-    from seqbench.report import Run
+    from seqbench.training.record import Run
 
     lost = Run("37", "minlstm", {"status": "completed", "val/ppl": None, "val/loss_best": 5.946, "test/ppl": 366.2})
     assert lost.best_val_ppl() == math.exp(5.946)

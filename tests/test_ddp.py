@@ -44,7 +44,7 @@ def test_two_process_ddp_trains_and_validates_like_one_process(tmp_path):
 def _perplexity_by_hand(ckpt, tmp_path) -> float:
     """exp(summed NLL / tokens) over the validation stream in this process, without the task's metric
     or Lightning: what the one- and two-process evaluations must both report."""
-    from seqbench.run import build
+    from seqbench.training.run import build
 
     data, model = build(compose_cfg(ARGS, tmp_path))  # the trained run's data and model
     model.load_state_dict(torch.load(ckpt, weights_only=True)["state_dict"])

@@ -10,7 +10,7 @@ import torch
 from conftest import compose_cfg
 from seqbench.data.spec import TaskSpec
 from seqbench.families import compared
-from seqbench.run import instantiate
+from seqbench.training.run import instantiate
 from seqbench.tasks.translation import IGNORE_INDEX
 
 SPEC = TaskSpec("translation", src_vocab_size=30, tgt_vocab_size=20, pad_id=0, bos_id=2, eos_id=3, max_len=12,

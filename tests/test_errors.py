@@ -8,10 +8,10 @@ import shutil
 import pytest
 
 from conftest import DATA_DIR, run_cli
-from seqbench.config_check import check_config
+from seqbench.training.config_check import check_config
 from seqbench.errors import ConfigError
 from seqbench.nn.cells import GATES
-from seqbench.run import train
+from seqbench.training.run import train
 
 
 def _one_sentence(stderr: str) -> str:

@@ -8,8 +8,8 @@ from hydra.utils import get_class
 
 from conftest import CONF, compose_cfg
 from seqbench.analysis.matrix import corpora
-from seqbench.report import scored_context
-from seqbench.run import build
+from seqbench.reports.report import scored_context
+from seqbench.training.run import build
 
 LM_PRESETS = [f"preset={p.parent.name}/{p.stem}" for p in sorted((CONF / "preset").glob("*/*.yaml"))
               if p.parent.name in ("ptb", "shakespeare")]

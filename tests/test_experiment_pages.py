@@ -19,7 +19,7 @@ from omegaconf import OmegaConf
 from test_readme_commands import _commands, _fill, _train_args
 
 from conftest import ROOT, compose_cfg
-from seqbench.config_check import check_config
+from seqbench.training.config_check import check_config
 
 PAGES = sorted((ROOT / "experiments").glob("*.md"))
 # Written for the reader to fill in: a preset `probe/<f>` and `<overrides>` name no file.

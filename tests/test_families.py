@@ -135,7 +135,7 @@ def toy_family():
 
 
 def test_a_registered_family_joins_the_matrix_the_sweeps_and_trains(toy_family, tmp_path):
-    from seqbench.run import build, make_trainer
+    from seqbench.training.run import build, make_trainer
 
     assert "`toy`" in markdown().splitlines()[0] and ("toy", "copy") in pairs() and ("toy", "ptb") in pairs()
     swept = compose_cfg(["experiment=ptb_families"], tmp_path).hydra.sweeper.params["preset"].split(",")
@@ -180,3 +180,20 @@ def test_a_language_model_family_without_a_kind_is_refused_at_declaration():
         Family("newnet", "pkg.NewNet", "black", flops=recurrent_forward_flops)
     with pytest.raises(ValueError, match="kind 'attn' is neither"):
         Family("newnet", "pkg.NewNet", "black", kind="attn")
+
+
+def test_family_of_reads_whatever_names_a_run(tmp_path):
+    # bugs caught: a variant preset (`lstm_fb1`), a benchmark's `name:overrides` or a preset path read as a family
+    # of its own (the findings would leave it out of "best recurrent"); a run read by its preset's name where
+    # its saved model config says otherwise (`multi30k/bahdanau` trains the GRU); a run without a saved config
+    # (a W&B run) not read at all
+    from seqbench.training.record import Run
+
+    assert family_of("ptb/lstm_fb1") == family_of("lstm_fb1") == family_of(OmegaConf.create(model_config("lstm"))) == "lstm"
+    assert family_of("frontier/ptb/gpt") == family_of("shakespeare/gpt:d_model=221:num_layers=2") == "gpt"
+    assert family_of("transformer_causal") == "transformer" and family_of("bahdanau") == "bahdanau"
+    (tmp_path / ".hydra").mkdir()
+    (tmp_path / ".hydra" / "config.yaml").write_text("model: {_target_: seqbench.models.recurrent.RecurrentModel, cell: gru}\n")
+    (tmp_path / ".hydra" / "hydra.yaml").write_text("hydra: {runtime: {choices: {preset: multi30k/bahdanau}}}\n")
+    run = Run.at(tmp_path)
+    assert run.family == "bahdanau" and family_of(run) == "gru" and family_of(Run("r", "mingru_fb1", {})) == "mingru"

@@ -1,4 +1,4 @@
-"""The final cells' commands (`python -m seqbench.tuning final`, seqbench.final_cells): each family's
+"""The final cells' commands (`python -m seqbench.protocol.final_cells`, seqbench.protocol.final_cells): each family's
 size chosen per budget tier on one seed's selection loss, and the printed sweeps compose as written."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ import yaml
 from hydra.core.override_parser.overrides_parser import OverridesParser
 
 from conftest import compose_cfg
-from seqbench import tuning
-from seqbench.tuning import apply_tuning
+from seqbench.protocol import final_cells, tuning
+from seqbench.training.tune import apply_tuning
 
 PARAMS = {"s": 51_137, "m": 202_561, "l": 785_057}
 
@@ -78,7 +78,7 @@ def test_each_tier_runs_more_seeds_of_the_size_chosen_there_on_selection_loss(tm
     # bugs caught: the size chosen on the test loss (lstm m at 1e11), on the minimum over tiers (lstm l
     # at both), or from a failed run (lstm l at 1e11); a family's search setting lost on the way; the
     # per_family override left unquoted (bash brace-expands it into one family's key)
-    lines = tuning.main(["final", str(_search(tmp_path)), "--sizes", str(_sizes(tmp_path))])
+    lines = final_cells.main([str(_search(tmp_path)), "--sizes", str(_sizes(tmp_path))])
     assert capsys.readouterr().out.strip() == "\n".join(lines)
     commands = dict(_commands(lines))
     assert list(commands) == ["frontier_tuned_seeds_1e11", "frontier_tuned_seeds_1e12"]
@@ -101,9 +101,9 @@ def test_without_size_runs_it_prints_the_size_selection_sweep_and_the_old_table_
     # bugs caught: sizes or tiers not read from the presets and the frontier experiment, the first seed
     # not the config's, a size in per_family (it would override the swept size), `final` breaking the table
     search = _search(tmp_path)
-    (name, overrides), = _commands(tuning.main(["final", str(search)]))
+    (name, overrides), = _commands(final_cells.main([str(search)]))
     assert name == "frontier_tuned_sizes"
-    assert list(overrides["size"].sweep_string_iterator()) == ["xxs", "xs", "s", "m", "l"]
+    assert list(overrides["size"].sweep_string_iterator()) == ["s", "m", "l"]
     assert [float(b) for b in overrides["budget.flops"].sweep_string_iterator()] == [1e11, 1e12, 1e13]
     assert overrides["seed"].value() == 1234 and overrides["test"].value() is True
     assert overrides["tune.per_family"].value() == {"lstm": {"lr_scale": 2, "tokens_per_step": 512},
@@ -125,12 +125,12 @@ def _first_job(overrides, preset):
 def test_the_printed_sweeps_compose_as_written_and_train_the_chosen_size(tmp_path):
     # bugs caught: a per_family rendering Hydra rejects or reads otherwise (a `=` inside, a key it drops), or
     # one the tuning does not read (the l-sized LSTM at 1e12, lr x2)
-    lines = tuning.main(["final", str(_search(tmp_path)), "--sizes", str(_sizes(tmp_path))])
+    lines = final_cells.main([str(_search(tmp_path)), "--sizes", str(_sizes(tmp_path))])
     _, overrides = dict(enumerate(_commands(lines)))[1]
     cfg = compose_cfg(_first_job(overrides, "frontier/shakespeare/lstm"), tmp_path)
     record = apply_tuning(cfg)
     assert (cfg.size, cfg.model.hidden_size, cfg.seed, cfg.budget.flops) == ("l", 221, 2, 1e12)
     assert record["tune/lr_scale"] == 2 and cfg.model.optimizer.lr == pytest.approx(2 * record["tune/recipe_lr"])
-    (_, sizes), = _commands(tuning.main(["final", str(_search(tmp_path / "again"))]))
+    (_, sizes), = _commands(final_cells.main([str(_search(tmp_path / "again"))]))
     cfg = compose_cfg(_first_job(sizes, "frontier/shakespeare/gpt"), tmp_path)
-    assert apply_tuning(cfg)["tune/lr_scale"] == 0.5 and (cfg.size, cfg.seed) == ("xxs", 1234)
+    assert apply_tuning(cfg)["tune/lr_scale"] == 0.5 and (cfg.size, cfg.seed) == ("s", 1234)

@@ -11,18 +11,19 @@ from pathlib import Path
 import pytest
 
 from seqbench.families import compared
-from seqbench.findings import context_on_text, family_kind, gradients, headline, long_range, speed, translation
-from seqbench.findings.page import BEGIN, END, replace_block
-from seqbench.ledger import RECORD, Ledger
+from seqbench.families import kind_of
+from seqbench.reports.findings import context_on_text, gradients, headline, long_range, speed, translation
+from seqbench.reports.findings.page import BEGIN, END, replace_block
+from seqbench.reports.ledger import RECORD, Ledger
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_the_committed_findings_page_and_readme_block_are_the_generators_output():
-    from seqbench.findings.__main__ import render
+    from seqbench.reports.findings.__main__ import render
 
     for path, text in render(ROOT).items():
-        assert path.read_text() == text, f"{path.relative_to(ROOT)} differs from the ledger: run python -m seqbench.findings"
+        assert path.read_text() == text, f"{path.relative_to(ROOT)} differs from the ledger: run python -m seqbench.reports.findings"
 
 
 def test_every_number_on_the_findings_page_links_to_a_recorded_file_or_a_config():
@@ -36,12 +37,12 @@ def test_every_number_on_the_findings_page_links_to_a_recorded_file_or_a_config(
 
 
 def test_family_kind_reads_the_registry_for_variants_and_benchmark_names():
-    kinds = {f: family_kind(f) for f in compared()}
+    kinds = {f: kind_of(f) for f in compared()}
     assert set(kinds.values()) == {"attention", "recurrent"}
     for family, kind in kinds.items():
-        assert family_kind(f"ptb/{family}:dropout=0") == kind  # a benchmark row
-        assert family_kind(f"{family}_variant") == kind          # a probe preset variant (lstm_fb1)
-    assert family_kind("not_a_family") is None
+        assert kind_of(f"ptb/{family}:dropout=0") == kind  # a benchmark row
+        assert kind_of(f"{family}_variant") == kind          # a probe preset variant (lstm_fb1)
+    assert kind_of("not_a_family") is None
 
 
 REPORT = """# Frontier
@@ -194,8 +195,8 @@ def test_the_readme_block_is_replaced_between_its_markers_only():
 def _bench_ledger(root: Path, ratios: dict[str, list[float]]) -> Ledger:
     """The speed claim's records with made-up throughputs: per device, attention / recurrent at T = 64, 512, 4096."""
     shutil.copytree(ROOT / "experiments/figures/parallel-recurrences", root / "experiments/figures/parallel-recurrences")
-    attention = next(f for f in compared() if family_kind(f) == "attention")
-    recurrent = next(f for f in compared() if family_kind(f) == "recurrent")
+    attention = next(f for f in compared() if kind_of(f) == "attention")
+    recurrent = next(f for f in compared() if kind_of(f) == "recurrent")
     for (device, path), device_ratios in zip(speed.BENCHES.items(), ratios.values()):
         rows = ["family,batch,length,status,tokens_per_s,params_non_embedding"]
         for t, ratio in zip((64, 512, 4096), device_ratios):
@@ -220,7 +221,7 @@ def test_the_speed_verdict_needs_a_ratio_beyond_the_noise_that_grows_with_t(tmp_
 
 def _probe_ledger(root: Path, solved: dict[str, dict[str, list[bool]]]) -> Ledger:
     """The probes' records made up: per probe, per kind, whether each of two seeds solved T = 50, 100."""
-    kinds = {family_kind(f): f for f in compared()}
+    kinds = {kind_of(f): f for f in compared()}
     fields = "family,T,status,solved,test_acc,test_mse,params,cap,seed"
     for (probe, path), by_kind in zip(long_range.PROBES.items(), solved.values()):
         rows = [fields]
@@ -250,7 +251,7 @@ def test_the_long_range_verdict_compares_the_largest_t_every_seed_solved(tmp_pat
 
 def _gradient_ledger(root: Path, relative: list[tuple[float, float]]) -> Ledger:
     """The gradient records made up: per record, (plain RNN, a gated family) gradient at DISTANCE over distance 0."""
-    gated = next(f for f in compared() if family_kind(f) == "recurrent" and f != gradients.PLAIN)
+    gated = next(f for f in compared() if kind_of(f) == "recurrent" and f != gradients.PLAIN)
     for path, (plain, gate) in zip(gradients.RECORDS.values(), relative):
         rows = ["family,distance,grad_norm"]
         for family, value in ((gradients.PLAIN, plain), (gated, gate)):
@@ -290,8 +291,8 @@ def test_the_long_range_confidence_reads_the_probe_at_the_searched_rates_by_each
     # recurrence would look as good as attention), and a family run at fewer gaps compared with the rest
     ledger = _probe_ledger(tmp_path, dict(zip("abc", [{"attention": ALL, "recurrent": FIRST}] * 3)))
     assert long_range.at_searched_rates(ledger) == ""  # not recorded: nothing said
-    attention = next(f for f in compared() if family_kind(f) == "attention")
-    gated, plain = [f for f in compared() if family_kind(f) == "recurrent"][:2]
+    attention = next(f for f in compared() if kind_of(f) == "attention")
+    gated, plain = [f for f in compared() if kind_of(f) == "recurrent"][:2]
     rows = ["family,T,status,test_acc,seed"]
     rows += [f"{attention},{t},completed,{acc},1" for t, acc in ((50, 1.0), (500, 0.99))]
     rows += [f"{gated},{t},completed,{acc},1" for t, acc in ((50, 0.95), (500, 0.30))]
@@ -341,8 +342,8 @@ def test_on_text_attention_counts_only_when_an_interval_lies_above_every_recurre
     # kind's model picked by its mean, not its interval; the d = 1 row read for the far one; a missing
     # standard error read as zero; a corpus with one kind only counted either way; the 128- and 256-token
     # runs of one family (same family name) merged into one
-    attention = next(f for f in compared() if family_kind(f) == "attention")
-    gated, plain = [f for f in compared() if family_kind(f) == "recurrent"][:2]
+    attention = next(f for f in compared() if kind_of(f) == "attention")
+    gated, plain = [f for f in compared() if kind_of(f) == "recurrent"][:2]
     names = {"a": attention, "a2": attention, "r": gated, "r2": plain}
     ledger = _text_ledger(tmp_path, [(names[k], f"sweep_{k}/0", d, se) for k, (d, se) in far.items()])
     rows = ledger.rows(context_on_text.RECORDS["PTB"])
@@ -355,8 +356,8 @@ def test_on_text_attention_counts_only_when_an_interval_lies_above_every_recurre
 def test_on_text_shows_a_family_the_registry_does_not_know_and_tells_models_apart_by_family_and_run(tmp_path):
     # bugs caught: an unknown family dropped from the table without a word; two families whose runs share a
     # label (a frontier sweep's bare job numbers) collapsed into one model
-    attention = next(f for f in compared() if family_kind(f) == "attention")
-    gated = next(f for f in compared() if family_kind(f) == "recurrent")
+    attention = next(f for f in compared() if kind_of(f) == "attention")
+    gated = next(f for f in compared() if kind_of(f) == "recurrent")
     ledger = _text_ledger(tmp_path, [(attention, "35", 0.060, 0.010), (gated, "35", 0.005, 0.002),
                                      ("not_a_family", "7", 0.9, 0.01)])
     text = context_on_text.on_text(ledger)
@@ -373,8 +374,8 @@ def test_the_long_range_verdict_counts_a_text_corpus_where_attention_uses_distan
     solved = [{"attention": ALL, "recurrent": NONE}, {"attention": ALL, "recurrent": ALL},
               {"attention": NONE, "recurrent": NONE}]
     ledger = _probe_ledger(tmp_path, dict(zip("abc", solved)))
-    attention = next(f for f in compared() if family_kind(f) == "attention")
-    gated = next(f for f in compared() if family_kind(f) == "recurrent")
+    attention = next(f for f in compared() if kind_of(f) == "attention")
+    gated = next(f for f in compared() if kind_of(f) == "recurrent")
     _text_ledger(tmp_path, [(attention, "sweep/0", 0.060, 0.010), (gated, "sweep/1", 0.005, 0.002)])
     claim = long_range.claim(Ledger(tmp_path))
     assert claim.verdict == f"holds only on {list(long_range.PROBES)[0]}, PTB text"
@@ -385,8 +386,8 @@ def test_the_long_range_verdict_counts_a_text_corpus_where_attention_uses_distan
 def test_a_long_range_verdict_carried_by_text_alone_shows_the_text_number(tmp_path):
     # bug caught: the README's summary said "not measured" beside a verdict of "holds only on PTB text"
     _probe_ledger(tmp_path, dict(zip("abc", [{"attention": FIRST, "recurrent": ALL}] * 3)))
-    attention = next(f for f in compared() if family_kind(f) == "attention")
-    gated = next(f for f in compared() if family_kind(f) == "recurrent")
+    attention = next(f for f in compared() if kind_of(f) == "attention")
+    gated = next(f for f in compared() if kind_of(f) == "recurrent")
     _text_ledger(tmp_path, [(attention, "sweep/0", 0.060, 0.010), (gated, "sweep/1", 0.005, 0.002)])
     claim = long_range.claim(Ledger(tmp_path))
     assert claim.verdict == "holds only on PTB text"
@@ -432,7 +433,7 @@ def test_a_win_at_one_tier_says_what_every_other_tier_shows(frontier_ledger):
 def _translation_record(root: Path, cells: list[tuple], epochs: str = "10", gaps: list[tuple] = ()) -> None:
     """translation_table's bleu.csv: (label smoothing, family, kind, seeds, test BLEU mean, sd or None,
     validation BLEU mean, verdict); the model and attention layer from the presets."""
-    from seqbench.verdict import interval_of
+    from seqbench.protocol.verdict import interval_of
 
     models = {"transformer": ("transformer", ""), "t5": ("t5", ""), "bahdanau": ("gru", "bahdanau"),
               "seq2seq": ("lstm", "none")}
@@ -539,10 +540,10 @@ def test_translation_reads_only_ranked_families_and_one_rule(frontier_ledger):
 def test_the_headline_reads_the_record_translation_table_writes(frontier_ledger):
     # the two ends of bleu.csv, joined: a column renamed or a number written in a form the reader does not parse
     # (a verdict word, a blank sd) would pass each side's own tests and break here
-    from seqbench.analysis import translation_table as tt
-    from seqbench.analysis import translation_verdict as tv
-    from seqbench.analysis.translation_jobs import Job
-    from seqbench.report import Run
+    from seqbench.reports import translation_table as tt
+    from seqbench.reports import translation_verdict as tv
+    from seqbench.reports.translation_jobs import Job
+    from seqbench.training.record import Run
 
     def job(family, model, layer, seed, bleu):
         metrics = {"status": "completed", "test/bleu": bleu}

@@ -6,7 +6,7 @@ import json
 
 import yaml
 
-from seqbench.analysis.finetune_report import main
+from seqbench.reports.finetune_report import main
 
 
 def _job(root, num, preset, seed, acc, status="completed", extra="", **metrics_extra):

@@ -1,4 +1,4 @@
-"""The compute-efficient frontier of seqbench.report on synthetic sweep directories (seqbench.frontier)."""
+"""The compute-efficient frontier of seqbench.reports.report on synthetic sweep directories (seqbench.reports.frontier)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,8 @@ import statistics
 
 import pytest
 
-from seqbench import frontier, report
+from seqbench.reports import frontier, report
+from seqbench.training import record
 
 
 def _job(sweep, name, family, params, budget, curve, seed=1):
@@ -40,7 +41,7 @@ def _sweep(tmp_path):
 
 
 def test_envelope_is_the_lowest_loss_reached_within_each_budget(tmp_path):
-    cfgs = frontier.configs(report.read_local([_sweep(tmp_path)]))
+    cfgs = frontier.configs(record.read_runs([_sweep(tmp_path)]))
     lstm = frontier.by_family(cfgs)["lstm"]
     env = frontier.envelope(lstm)
     # the two seeds of the 1e12 configuration are averaged; the frontier only ever goes down
@@ -52,7 +53,7 @@ def test_envelope_is_the_lowest_loss_reached_within_each_budget(tmp_path):
 
 
 def test_table_names_the_winner_per_budget_and_the_crossover(tmp_path):
-    result = report.write_report(report.read_local([_sweep(tmp_path)]), tmp_path / "out")
+    result = report.write_report(record.read_runs([_sweep(tmp_path)]), tmp_path / "out")
     rows = result["frontier"]["rows"]
     assert [b for b, _, _ in rows] == [1e12, 1e14]  # the budget tiers of the runs
     assert [w for _, _, w in rows] == ["lstm", "gpt"]
@@ -70,7 +71,7 @@ def test_table_names_the_winner_per_budget_and_the_crossover(tmp_path):
 def test_the_time_table_reads_the_frontier_at_seconds_of_training(tmp_path):
     # _job writes train_time_s = flops / 1e9: lstm's 1e12 configuration validates at 500 s and 1,000 s,
     # gpt's 0.1M one at 1,000 s ... 100,000 s
-    runs = report.read_local([_sweep(tmp_path)])
+    runs = record.read_runs([_sweep(tmp_path)])
     result = report.write_report(runs, tmp_path / "out", time_budgets=[1000, 20_000])
     rows = result["frontier"]["time_rows"]
     assert [(b, w) for b, _, w in rows] == [(1000, "lstm"), (20_000, "gpt")]
@@ -86,7 +87,7 @@ def test_one_winner_everywhere_has_no_crossover_and_budgets_can_be_chosen(tmp_pa
     s = tmp_path / "s"
     _job(s, "0", "gru", 10_000, 1e13, [(1e12, 2.0), (1e13, 1.5)])
     _job(s, "1", "rnn", 10_000, 1e13, [(1e12, 2.4), (1e13, 1.9)])
-    text, rows, cross = frontier.table(frontier.configs(report.read_local([s])), budgets=[1e12, 1e13])
+    text, rows, cross = frontier.table(frontier.configs(record.read_runs([s])), budgets=[1e12, 1e13])
     assert [w for _, _, w in rows] == ["gru", "gru"] and cross == []
     assert "No crossover" in text
 
@@ -96,7 +97,7 @@ def test_runs_without_flops_leave_the_report_as_it_was(tmp_path):
     _job(s, "0", "gru", 10_000, None, [(1e12, 2.0)])
     history = s / "0" / "csv" / "metrics.csv"
     history.write_text(history.read_text().replace("train/flops", "other"))
-    result = report.write_report(report.read_local([s]), tmp_path / "out")
+    result = report.write_report(record.read_runs([s]), tmp_path / "out")
     assert result["frontier"] is None and "frontier" not in (tmp_path / "out" / "report.md").read_text()
 
 
@@ -108,7 +109,7 @@ def test_frontier_sizes_span_ten_times_in_parameters_and_sweep_budgets(experimen
     from seqbench.data.spec import TaskSpec
     from seqbench.families import FAMILIES, compared
     from seqbench.models.recurrent import RecurrentModel
-    from seqbench.run import instantiate
+    from seqbench.training.run import instantiate
 
     sweep = OmegaConf.load(CONF / "experiment" / f"{experiment}.yaml").hydra.sweeper.params
     assert sweep.size == "s,m,l" and len(str(sweep["budget.flops"]).split(",")) >= 2

@@ -1,10 +1,10 @@
-"""Frontier reports joined by budget (seqbench.analysis.frontier_join): the numbers are the reports' own."""
+"""Frontier reports joined by budget (seqbench.reports.frontier_join): the numbers are the reports' own."""
 
 from pathlib import Path
 
 import pytest
 
-from seqbench.analysis.frontier_join import frontier_table, join, parse_within, render, render_within, rewrite
+from seqbench.reports.frontier_join import frontier_table, join, parse_within, render, render_within, rewrite
 
 ROOT = Path(__file__).resolve().parents[1]
 CLASSIC = ROOT / "experiments/figures/frontier-shakespeare/report.md"

@@ -1,4 +1,4 @@
-"""The frontier after tuning (seqbench.frontier_tuned): the old records' tiers, the final cells' setting
+"""The frontier after tuning (seqbench.reports.frontier_tuned): the old records' tiers, the final cells' setting
 filter, and the before/after difference, on hand-made records with every expectation computed by hand."""
 
 from __future__ import annotations
@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from seqbench import frontier_tuned as ft
-from seqbench import frontier_untuned as fu
-from seqbench import tuning_effect as te
-from seqbench.report import Run
+from seqbench.reports import frontier_tuned as ft
+from seqbench.reports import frontier_untuned as fu
+from seqbench.reports import tuning_effect as te
+from seqbench.training.record import Run
 
 REPO = Path(__file__).resolve().parents[1]
 FIGURES = REPO / "experiments" / "figures"
@@ -73,7 +73,7 @@ def test_every_committed_untuned_record_fits_its_layout(name):
 @pytest.mark.parametrize("name", ["frontier-ptb-parallel", "frontier-shakespeare-parallel"])
 def test_the_rebuilt_tiers_reproduce_the_verdict_table_the_record_was_written_with(name):
     # these reports were made when runs recorded their budget: their verdict rows are the tiers' ground truth
-    from seqbench.verdict import cells, table
+    from seqbench.protocol.verdict import cells, table
 
     text, _ = table(cells(fu.before_runs(FIGURES / name / "runs.csv")))
     report = (FIGURES / name / "report.md").read_text()
@@ -89,7 +89,7 @@ def test_a_failed_run_in_an_old_record_neither_breaks_the_tier_check_nor_becomes
     cols[2], cols[5], cols[6], cols[9] = "failed", "", "", "0.5"
     lines[2] = ",".join(cols)
     path.write_text("\n".join(lines) + "\n")
-    from seqbench.verdict import cells
+    from seqbench.protocol.verdict import cells
 
     runs = fu.before_runs(path)
     assert runs[1].failed and runs[1].metrics["test/loss"] is None
@@ -100,7 +100,7 @@ def test_the_committed_records_give_the_untuned_verdict_the_protocol_page_quotes
     # experiments/tuning-protocol.md, "The verdict rule on the recorded, untuned runs", read by hand from
     # the same records before this module existed: Tiny Shakespeare at 1e11, Transformer 2.554 ± 0.004 and
     # LSTM 3.344 ± 0.001; PTB at 1e12, LSTM 6.119 and GPT 6.545 ± 0.002
-    from seqbench.verdict import cells, verdict
+    from seqbench.protocol.verdict import cells, verdict
 
     sh = verdict(cells(fu.before_runs(FIGURES / "frontier-shakespeare" / "runs.csv")), 1e11).entries
     assert sh["transformer"].interval.mean == pytest.approx(2.554, abs=5e-4)
@@ -201,10 +201,10 @@ def test_what_the_final_cells_lack_is_said_per_tier():
 def test_the_tier_beyond_is_complete_at_its_planned_seeds_where_they_are_fewer(monkeypatch):
     # bug caught: a tier beyond the frontier that plans fewer seeds (it planned two until 2026-12-06) counted
     # against three, so the record (and the findings that read it) would stay "partial" after every run
-    monkeypatch.setattr("seqbench.final_cells.TOP_SEEDS", 2)
+    monkeypatch.setattr("seqbench.protocol.final_cells.TOP_SEEDS", 2)
     runs = [_final("lstm", 1e13, 1.0, 256, 1.5, 1.5 + s / 100, seed=s) for s in (1, 2)]
     runs += [_final("lstm", 1e14, 1.0, 256, 1.3, 1.3 + s / 100, seed=s) for s in (1, 2)]
-    from seqbench.verdict import cells
+    from seqbench.protocol.verdict import cells
 
     rows = {r["budget"]: r for r in ft.verdict_rows(cells(runs), [1e12, 1e13])}
     assert (rows["1e+13"]["seeds"], rows["1e+13"]["seeds_planned"]) == (2, 3)
@@ -215,7 +215,7 @@ def test_the_tier_beyond_is_complete_at_its_planned_seeds_where_they_are_fewer(m
 
 def test_the_tier_beyond_plans_the_frontier_s_three_seeds():
     # bug caught: the tier beyond planned at two seeds, whose 95 % t-interval (±9 sd) no gap could pass
-    from seqbench.final_cells import SEEDS, planned_seeds
+    from seqbench.protocol.final_cells import SEEDS, planned_seeds
 
     assert planned_seeds(1e14, [1e11, 1e12, 1e13]) == planned_seeds(1e13, [1e11, 1e12, 1e13]) == SEEDS == 3
 
@@ -224,8 +224,8 @@ def test_the_tier_beyond_is_not_read_as_lacking_the_sizes_or_seeds_it_never_trai
     # bug caught: the tier beyond counted as a frontier tier, so the record said "at 1e14: lstm 1 of 3 sizes"
     # for good, though that tier trains its families at their chosen size alone, two seeds each where it plans
     # two (Chain.top; the protocol's until 2026-12-06)
-    monkeypatch.setattr("seqbench.final_cells.TOP_SEEDS", 2)
-    from seqbench.final_cells import Experiment
+    monkeypatch.setattr("seqbench.protocol.final_cells.TOP_SEEDS", 2)
+    from seqbench.protocol.final_cells import Experiment
 
     experiment = Experiment("tune_frontier")
 
@@ -248,7 +248,7 @@ def test_the_verdict_record_keeps_enough_decimals_that_a_reader_rounds_once():
     # bug caught: verdict.csv wrote 4 decimals, so a mean of 1.63351 became "1.6335", which the findings page
     # rounded again to 1.633 while the verdict table beside it (from the runs) showed 1.634 (seen 2026-12-06
     # on the GRU at 1e14)
-    from seqbench.verdict import cells
+    from seqbench.protocol.verdict import cells
 
     runs = [_final("gru", 1e13, 1.0, 256, 1.6, score, seed=s) for s, score in ((1234, 1.63341), (2, 1.63361))]
     row = ft.verdict_rows(cells(runs), [1e13])[0]

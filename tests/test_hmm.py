@@ -135,11 +135,11 @@ def test_hmm_param_count_is_the_size_of_its_tables():
 
 
 def test_hmm_language_model_trains_through_its_lightning_module(tmp_path, seed, record_property):
-    """`model=hmm` on PTB through `seqbench.run.train` (the README's HMM row): the tables are stepped by
+    """`model=hmm` on PTB through `seqbench.training.run.train` (the README's HMM row): the tables are stepped by
     the optimizer over the carried stream, and 8 Adam steps (rate 0.3) bring validation perplexity far
     under the uniform guess's 10,000 (~1,600 measured; the unigram's is ~700). ~10 s."""
     from conftest import TINY, compose_cfg
-    from seqbench.run import train
+    from seqbench.training.run import train
 
     cfg = compose_cfg([*TINY, "model=hmm", "model.states=16", "model.optimizer.lr=0.3", "data.batch_size=8", "data.bptt=32",
                        "trainer.limit_train_batches=8", "trainer.limit_val_batches=8", f"seed={seed}"], tmp_path)

@@ -16,7 +16,7 @@ import torch
 from conftest import DATA_DIR
 from seqbench.analysis.vit_pictures import (attention_rollout, cls_rollout_maps, position_similarity, record_attention,
                                             summary)
-from seqbench.config_check import check_config
+from seqbench.training.config_check import check_config
 from seqbench.data.cifar10 import CIFAR10DataModule, read_cifar10
 from seqbench.data.idx import IDXError, parse_idx, read_idx
 from seqbench.data.images import as_sequence, pixel_permutation, random_shift
@@ -25,7 +25,7 @@ from seqbench.errors import ChecksumError, ConfigError, DataNotFoundError
 from seqbench.models.recurrent import RecurrentModel
 from seqbench.models.vit import ViTModel
 from seqbench.nn.vit import VisionTransformer, patchify, unpatchify
-from seqbench.run import build
+from seqbench.training.run import build
 
 needs_mnist = pytest.mark.corpus("mnist/train-images-idx3-ubyte.gz")
 
@@ -345,10 +345,10 @@ def test_image_presets_compose_and_pass_the_config_check(family, cfg_factory):
 @needs_mnist
 def test_cnn_preset_trains_through_run_well_past_chance(tmp_path, seed, record_property):
     """The CNN family behind the README's MNIST row, composed as `preset=mnist/cnn` and trained by
-    `seqbench.run.train`: 60 batches of 128 (a one-step warm-up: the preset's 200 would not be over)
+    `seqbench.training.run.train`: 60 batches of 128 (a one-step warm-up: the preset's 200 would not be over)
     take it far past chance (10%) on held-out images. ~10 s."""
     from conftest import TINY, compose_cfg
-    from seqbench.run import train
+    from seqbench.training.run import train
 
     cfg = compose_cfg([*TINY, "preset=mnist/cnn", "model.scheduler.warmup_steps=1", "trainer.limit_train_batches=60",
                        "data.eval_batch_size=500", "data.download=false", "~callbacks.learning_curve",

@@ -9,7 +9,7 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.core.utils import JobReturn, JobStatus
 from hydra.types import RunMode
 
-from seqbench.hydra_callbacks import JOBS, JobSummary, last_outcomes
+from seqbench.training.hydra_callbacks import JOBS, JobSummary, last_outcomes
 
 
 def _end(monkeypatch, sweep, num, error=None):

@@ -9,7 +9,7 @@ import torch
 
 from seqbench.analysis import layer_bench
 from seqbench.nn.ssd import SSD
-from seqbench.ledger import RECORD, read_record
+from seqbench.reports.ledger import RECORD, read_record
 
 
 def tiny_args(*extra: str):

@@ -1,10 +1,10 @@
-"""The parallel-recurrences page's speed tables are the records' numbers (seqbench.analysis.layer_bench_page)."""
+"""The parallel-recurrences page's speed tables are the records' numbers (seqbench.reports.layer_bench_page)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from seqbench.analysis.layer_bench_page import (TRAIN_TARGETS, main, render, render_generation, render_targets,
+from seqbench.reports.layer_bench_page import (TRAIN_TARGETS, main, render, render_generation, render_targets,
                                               render_train, render_train_targets)
 
 PAGE = Path(__file__).resolve().parents[1] / "experiments" / "parallel-recurrences.md"
@@ -21,7 +21,7 @@ def ok(method, T, tps, ratio=None):
 
 
 def test_the_committed_page_is_what_its_records_make():
-    assert main([str(PAGE), "--check"]) == 0, "run: python -m seqbench.analysis.layer_bench_page " + str(PAGE)
+    assert main([str(PAGE), "--check"]) == 0, "run: python -m seqbench.reports.layer_bench_page " + str(PAGE)
 
 
 def test_a_table_cell_is_the_methods_rate_and_its_ratio_at_that_length():
@@ -77,7 +77,7 @@ def test_the_training_target_is_the_mingru_over_the_lstm_at_the_training_window(
 
 
 def test_issue_69s_targets_judge_the_ssd_and_the_mamba_block_against_the_lstm_and_the_peers():
-    from seqbench.analysis.layer_bench_page import render_targets_69
+    from seqbench.reports.layer_bench_page import render_targets_69
 
     rows = [ok("lstm_fused", 512, 20_000), ok("lstm_fused", 2048, 20_000), ok("ssd_chunked", 512, 32_000),
             ok("ssd_chunked", 2048, 30_000), ok("ssm_loop", 512, 12_000), ok("ssm_loop", 2048, 9_000),

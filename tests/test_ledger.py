@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from seqbench.ledger import RECORD, Ledger, LedgerError, Number, read_record, write_record
+from seqbench.provenance import write_record
+from seqbench.reports.ledger import RECORD, Ledger, LedgerError, Number, read_record
 from seqbench.provenance import NOT_RECORDED, cpu_model
 
 ROOT = Path(__file__).resolve().parents[1]

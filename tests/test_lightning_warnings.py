@@ -1,4 +1,4 @@
-"""Lightning's warnings that are false for a seqbench run (seqbench.lightning_warnings): silenced where
+"""Lightning's warnings that are false for a seqbench run (seqbench.training.lightning_warnings): silenced where
 they are false, kept where they are not, undone when the run ends, and still matching what the installed
 Lightning prints."""
 
@@ -12,8 +12,8 @@ import lightning
 import pytest
 
 from conftest import TINY, TINY_RNN, compose_cfg
-from seqbench import lightning_warnings as lw
-from seqbench.run import train
+from seqbench.training import lightning_warnings as lw
+from seqbench.training.run import train
 
 RUN = "/runs/7"
 # what Lightning prints, in full, for each message, as a run at RUN resuming from its last.ckpt fills them in
@@ -56,7 +56,7 @@ def test_every_silenced_message_is_one_the_installed_lightning_prints():
                         for p in root.rglob("*.py"))
     sources = re.sub(r'"\s*\n\s*f?"', "", sources)  # implicit concatenation of string literals across lines
     for key in PRINTED:
-        assert re.search(_as_regex(key), sources), f"Lightning no longer prints {key!r}: update seqbench.lightning_warnings"
+        assert re.search(_as_regex(key), sources), f"Lightning no longer prints {key!r}: update seqbench.training.lightning_warnings"
         assert any(re.match(p, PRINTED[key]) for p, _ in lw.false_here(_LM(), **RESUMED)), key
 
 

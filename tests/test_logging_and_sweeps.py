@@ -7,7 +7,7 @@ import json
 import pytest
 
 from conftest import TINY, TINY_RNN, run_cli
-from seqbench.run import train
+from seqbench.training.run import train
 
 FAST = [a for a in TINY if not a.startswith("logger")] + TINY_RNN
 
@@ -54,7 +54,7 @@ def test_multirun_jobs_get_a_sweep_group_and_numbered_names(monkeypatch):
     from hydra.core.hydra_config import HydraConfig
     from hydra.types import RunMode
 
-    from seqbench.loggers import sweep_identity
+    from seqbench.training.loggers import sweep_identity
 
     fake = SimpleNamespace(mode=RunMode.MULTIRUN, job=SimpleNamespace(num=3),
                            sweep=SimpleNamespace(dir="outputs/multiruns/2026-11-23_10-00-00"))

@@ -6,8 +6,8 @@ import json
 
 import yaml
 
-from seqbench.analysis.long_range_report import main
-from seqbench.ledger import RECORD, read_record
+from seqbench.reports.long_range_report import main
+from seqbench.reports.ledger import RECORD, read_record
 from seqbench.provenance import cpu_model
 
 

@@ -15,7 +15,7 @@ from conftest import TINY
 from seqbench.analysis import context_usage as cu
 from seqbench.analysis import loss_by_position as lbp
 from seqbench.families import FAMILIES
-from seqbench.run import build
+from seqbench.training.run import build
 
 
 def test_the_evaluation_text_is_the_train_tail_then_valid_then_test():

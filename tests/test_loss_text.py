@@ -1,7 +1,7 @@
-"""The one rule for writing a loss (seqbench.analysis.loss_text), which the tuning tables, their heatmaps
+"""The one rule for writing a loss (seqbench.tables), which the tuning tables, their heatmaps
 and the long-range tables share."""
 
-from seqbench.analysis.loss_text import loss_text
+from seqbench.tables import loss_text
 
 
 def test_a_solved_probe_s_loss_keeps_its_digits_and_an_ordinary_loss_its_decimals():

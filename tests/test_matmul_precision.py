@@ -3,7 +3,7 @@
 import torch
 from conftest import compose_cfg
 
-from seqbench.run import set_matmul_precision
+from seqbench.training.run import set_matmul_precision
 
 
 def test_highest_keeps_cudnn_in_fp32_too():
@@ -23,7 +23,7 @@ def test_highest_keeps_cudnn_in_fp32_too():
 
 def test_the_precision_comes_from_the_environment_and_not_from_an_override(monkeypatch, tmp_path):
     # bug caught: the GPU session setting fp32 by a command-line override, which enters every job's archive
-    # key (seqbench.sweep_archive) and so misses the jobs the CPU chain has queued or finished
+    # key (seqbench.protocol.sweep_archive) and so misses the jobs the CPU chain has queued or finished
     assert compose_cfg(["model=lstm", "data=ptb"], tmp_path).matmul_precision == "high"
     monkeypatch.setenv("SEQBENCH_MATMUL_PRECISION", "highest")
     assert compose_cfg(["model=lstm", "data=ptb"], tmp_path).matmul_precision == "highest"

@@ -8,7 +8,7 @@ import math
 import pytest
 
 from seqbench.analysis import matrix_check
-from seqbench.ledger import Ledger
+from seqbench.reports.ledger import Ledger
 
 
 @pytest.mark.parametrize("value, base, higher, expected", [

@@ -22,8 +22,8 @@ from conftest import FIXTURES, compose_cfg
 from seqbench.analysis.matrix import pairs
 from seqbench.data import cifar10
 from seqbench.families import FAMILIES
-from seqbench.config_check import check_config
-from seqbench.run import instantiate, make_trainer
+from seqbench.training.config_check import check_config
+from seqbench.training.run import instantiate, make_trainer
 
 PROBE = ["data.T=10", "data.batch_size=16", "data.train_size=64", "data.eval_batch_size=32", "data.val_size=32",
          "data.test_size=32"]

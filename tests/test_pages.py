@@ -1,4 +1,4 @@
-"""The experiment pages' result tables are their generated sources' (seqbench.pages), and the
+"""The experiment pages' result tables are their generated sources' (seqbench.reports.pages), and the
 renderer picks the section, table, rows and cells a marker names."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from conftest import ROOT
-from seqbench.pages import SourceError, main, render
+from seqbench.reports.pages import SourceError, main, render
 
 PAGES = sorted((ROOT / "experiments").glob("*.md"))
 REPORT = """# Frontier: X
@@ -49,7 +49,7 @@ def sources(tmp_path):
 
 
 def test_every_committed_page_is_what_its_sources_make():
-    assert main([str(p) for p in PAGES] + ["--check"]) == 0, "run: python -m seqbench.pages experiments/*.md"
+    assert main([str(p) for p in PAGES] + ["--check"]) == 0, "run: python -m seqbench.reports.pages experiments/*.md"
 
 
 def test_the_pages_mark_the_tables_the_issue_names():

@@ -6,7 +6,7 @@ import pytest
 from omegaconf import OmegaConf
 
 from conftest import CONF, compose_cfg
-from seqbench.config_check import check_config
+from seqbench.training.config_check import check_config
 from seqbench.errors import ConfigError
 
 PRESETS = sorted(p.stem for p in (CONF / "preset" / "pretraining").glob("*.yaml"))

@@ -181,7 +181,7 @@ def _recomputed(cfg, checkpoint: str) -> float:
     task's torchmetrics: accuracy over the scored positions (copy) or labels (recall), or the mean
     squared error (adding). Three training steps leave a model near chance, so a bound on the metric
     would not catch a broken one; this does."""
-    from seqbench.run import build
+    from seqbench.training.run import build
 
     datamodule, model = build(cfg)
     model.load_state_dict(torch.load(checkpoint, weights_only=True)["state_dict"])
@@ -198,8 +198,8 @@ def _recomputed(cfg, checkpoint: str) -> float:
 
 @pytest.mark.parametrize("family", compared())
 def test_long_range_experiment_trains_and_logs_the_baseline(family, cfg_factory, tmp_path):
-    """One tiny job of the sweep through `seqbench.run.train`: the baseline lands in metrics.json."""
-    from seqbench.run import train
+    """One tiny job of the sweep through `seqbench.training.run.train`: the baseline lands in metrics.json."""
+    from seqbench.training.run import train
 
     cfg = cfg_factory([*TINY, "experiment=long_range", f"preset=probe/{family}", "data.T=6", "data.train_size=64",
                        "data.val_size=250", "data.test_size=250", "trainer.max_steps=3", *FAMILIES[family].tiny], tiny=False)
@@ -212,7 +212,7 @@ def test_long_range_experiment_trains_and_logs_the_baseline(family, cfg_factory,
 
 @pytest.mark.parametrize("data, family, metric", [("adding", "gru", "test/mse"), ("recall", "transformer", "test/acc")])
 def test_the_other_probes_train_through_their_task_contracts(data, family, metric, cfg_factory, tmp_path):
-    from seqbench.run import train
+    from seqbench.training.run import train
 
     sizes = ["model.hidden_size=16"] if family == "gru" else ["model.n_layer=1", "model.d_model=16"]
     cfg = cfg_factory([*TINY, "experiment=long_range", f"data={data}", f"preset=probe/{family}", "data.T=8",
@@ -251,7 +251,7 @@ def test_until_solved_experiment_records_steps_to_solve_in_metrics_json(threshol
     """experiment=long_range_adding end to end (validation every 2 steps): a criterion met at the first
     validation stops the run there and is recorded; the data's own (mse <= 0.01) is not met in 4 steps of
     a 16-unit GRU, so that run goes to the cap."""
-    from seqbench.run import train
+    from seqbench.training.run import train
 
     by_hand = [f"callbacks.stop_when_solved.threshold={threshold}"] if threshold else []
     cfg = cfg_factory([*TINY, "experiment=long_range_adding", "preset=probe/gru", "model.hidden_size=16",

@@ -15,7 +15,7 @@ import textwrap
 from conftest import ROOT, compose_cfg
 
 from seqbench.callbacks import DestroyProcessGroupAtExit
-from seqbench.run import make_trainer
+from seqbench.training.run import make_trainer
 
 # An exit handler registered before the callback's runs after it (atexit is last in, first out): it
 # records whether the group was still there when the process was about to finish.

@@ -29,7 +29,7 @@ from hydra.core.override_parser.overrides_parser import OverridesParser
 from omegaconf import DictConfig, OmegaConf
 
 from conftest import CONF, ROOT, compose_cfg, compose_raw, run_cli
-from seqbench.config_check import check_config
+from seqbench.training.config_check import check_config
 
 README = "\n".join(p.read_text(encoding="utf-8") for p in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))])
 PLACEHOLDER = re.compile(r"<[^<>]+>")

@@ -124,7 +124,7 @@ def test_the_language_model_recipe_on_another_task_is_pointed_out(cfg_factory, c
     PTB recipe (SGD at lr 20): a warning says so. With its recipe (the default) there is nothing to say."""
     import logging
 
-    from seqbench.run import build
+    from seqbench.training.run import build
 
     with caplog.at_level(logging.WARNING, logger="seqbench.models.recurrent"):
         build(cfg_factory(["model=lstm", "data=sst2", "recipe=none"]))

@@ -1,4 +1,4 @@
-"""seqbench.report: the table and the plots from a sweep directory."""
+"""seqbench.reports.report: the table and the plots from a sweep directory."""
 
 from __future__ import annotations
 
@@ -8,7 +8,8 @@ import math
 import pytest
 
 from conftest import TINY, run_cli
-from seqbench import report
+from seqbench.reports import report
+from seqbench.training import record
 
 
 def _job(sweep, num, family, seed, curve, test_ppl, status="completed"):
@@ -34,7 +35,7 @@ def test_table_summarises_seeds_and_reads_time_to_target(tmp_path):
     _job(sweep, 2, "gpt", 1, [(5, 400), (15, 190), (25, 120)], 110)
     (sweep / "jobs.jsonl").write_text(json.dumps({"job": 3, "status": "failed", "dir": str(sweep / "3"),
                                                   "error": "ConfigError: bad", "overrides": "x=1"}) + "\n")
-    result = report.write_report(report.read_local([sweep]), tmp_path / "out")
+    result = report.write_report(record.read_runs([sweep]), tmp_path / "out")
     # default target: the worse family's best mean, lstm's (150 + 170) / 2 = 160
     assert result["target"] == pytest.approx(160.0)
     rows = {line.split("|")[1].strip(): [c.strip() for c in line.split("|")[1:-1]]
@@ -49,11 +50,11 @@ def test_table_summarises_seeds_and_reads_time_to_target(tmp_path):
     assert rows["gpt"][column["train time"]] == "25"
     page = (tmp_path / "out" / "report.md").read_text()
     assert "ConfigError: bad" in page and "ppl_vs_time.png" in page
-    # and: a run's wall time is its whole fitting (seqbench.clocks.wall_seconds), in the table and in runs.csv
+    # and: a run's wall time is its whole fitting (seqbench.training.clocks.wall_seconds), in the table and in runs.csv
     assert lstm[column["wall time"]] == "10 ± 0" and rows["gpt"][column["wall time"]] == "10"
     resumed = json.loads((sweep / "2" / "metrics.json").read_text()) | {"curve/wall_time_s": 95.0}
     (sweep / "2" / "metrics.json").write_text(json.dumps(resumed))  # gpt resumed: its last process took 10 s
-    result = report.write_report(report.read_local([sweep]), tmp_path / "out")
+    result = report.write_report(record.read_runs([sweep]), tmp_path / "out")
     gpt = next(line for line in result["table"].splitlines() if line.startswith("| gpt"))
     assert gpt.split("|")[1:-1][column["wall time"]].strip() == "95", gpt
     import csv
@@ -72,7 +73,7 @@ def test_a_frontier_sweep_gets_a_row_per_size_and_budget_not_one_mean_over_them(
         metrics = json.loads((sweep / str(num) / "metrics.json").read_text())
         metrics.update({"params_non_embedding": params, "budget/flops": budget})
         (sweep / str(num) / "metrics.json").write_text(json.dumps(metrics))
-    result = report.write_report(report.read_local([sweep]), tmp_path / "out")
+    result = report.write_report(record.read_runs([sweep]), tmp_path / "out")
     rows = {line.split("|")[1].strip(): [c.strip() for c in line.split("|")[1:-1]]
             for line in result["table"].splitlines()[2:]}
     assert list(rows) == ["lstm 0.8M @ 1e+13", "lstm 0.05M @ 1e+11"]  # not one "lstm" row averaging 4 with 12-14
@@ -82,13 +83,13 @@ def test_a_frontier_sweep_gets_a_row_per_size_and_budget_not_one_mean_over_them(
 
 def test_a_target_no_run_reaches_says_so(tmp_path):
     _job(tmp_path / "s", 0, "rnn", 1, [(10, 300)], 290)
-    result = report.write_report(report.read_local([tmp_path / "s"]), tmp_path / "out", target=100.0)
+    result = report.write_report(record.read_runs([tmp_path / "s"]), tmp_path / "out", target=100.0)
     assert "not reached" in result["table"]
 
 
 def test_an_empty_directory_is_one_sentence(tmp_path):
     with pytest.raises(SystemExit, match="no metrics.json"):
-        report.read_local([tmp_path])
+        record.read_runs([tmp_path])
 
 
 @pytest.mark.slow
@@ -97,7 +98,7 @@ def test_report_on_a_real_two_job_multirun(tmp_path):
     assert result.returncode == 0, result.stderr[-3000:]
     sweep = next((tmp_path / "multiruns").iterdir())
     out = report.main([str(sweep), "--wandb", "disabled"])
-    assert set(report.families(report.read_local([sweep]))) == {"gpt_nano", "lstm"}
+    assert set(report.families(record.read_runs([sweep]))) == {"gpt_nano", "lstm"}
     assert "| gpt_nano |" in out["table"] and "| lstm |" in out["table"]
     assert (sweep / "report" / "ppl_vs_tokens.png").stat().st_size > 1000
 
@@ -129,7 +130,7 @@ def test_the_report_run_logs_a_sortable_table_of_numbers(tmp_path, monkeypatch):
 def test_a_run_s_seed_is_the_last_seed_its_overrides_set():
     # bugs caught: `data.seed=4` read as the run's seed; `+seed=3` (a key the config lacks) missed; the first
     # of two seeds taken where Hydra's later override wins
-    assert report.seed_of("preset=x budget.flops=1e14 seed=2 tune.x=1") == 2 and report.seed_of("preset=x") is None
-    assert report.seed_of("preset=x ++seed=3") == 3 and report.seed_of("preset=x data.seed=4") is None
-    assert report.seed_of("seed=1 preset=x seed=5") == 5
-    assert report.Run("r", "gru", {"overrides": "preset=x seed=7"}).seed == 7 and report.Run("r", "gru", {}).seed is None
+    assert record.seed_of("preset=x budget.flops=1e14 seed=2 tune.x=1") == 2 and record.seed_of("preset=x") is None
+    assert record.seed_of("preset=x ++seed=3") == 3 and record.seed_of("preset=x data.seed=4") is None
+    assert record.seed_of("seed=1 preset=x seed=5") == 5
+    assert record.Run("r", "gru", {"overrides": "preset=x seed=7"}).seed == 7 and record.Run("r", "gru", {}).seed is None

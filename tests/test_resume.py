@@ -14,8 +14,8 @@ import torch
 
 from conftest import ROOT, TINY, TINY_RNN, compose_cfg, run_cli
 from seqbench.families import FAMILIES
-from seqbench.lightning_warnings import NOT_RESUMABLE
-from seqbench.run import train
+from seqbench.training.lightning_warnings import NOT_RESUMABLE
+from seqbench.training.run import train
 
 # the language-model families (those with a FLOPs formula, compared or not yet, as SSD) that carry a
 # state across truncated-BPTT windows (the attention families' windows resume in tests/test_attention_lm.py)
@@ -145,7 +145,7 @@ def _translation_run(tmp_path, folder, ckpt=None, every=4, **trainer_args):
     from lightning.pytorch.callbacks import ModelCheckpoint
 
     from fakes import ReversalTranslationData
-    from seqbench.lightning_warnings import keeps_its_place
+    from seqbench.training.lightning_warnings import keeps_its_place
     from seqbench.models.recurrent import RecurrentModel
 
     data = ReversalTranslationData(str(tmp_path / "tok"), sizes=(320, 20, 20), batch_size=32, seed=3)

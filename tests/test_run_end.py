@@ -6,7 +6,7 @@ import logging
 import math
 
 from conftest import TINY, TINY_RNN, compose_cfg
-from seqbench.run import closing_line, train
+from seqbench.training.run import closing_line, train
 
 
 def test_the_closing_line_gives_the_test_scores_and_the_files_there_are(tmp_path):
@@ -32,8 +32,8 @@ def test_the_closing_line_gives_the_test_scores_and_the_files_there_are(tmp_path
 
 def test_a_run_ends_with_that_line(tmp_path, caplog):
     cfg = compose_cfg(TINY + TINY_RNN + ["model=lstm", "data=ptb"], tmp_path)
-    with caplog.at_level(logging.INFO, logger="seqbench.run"):
+    with caplog.at_level(logging.INFO, logger="seqbench.training.run"):
         metrics = train(cfg, tmp_path)
-    last = [r.getMessage() for r in caplog.records if r.name == "seqbench.run"][-1]
+    last = [r.getMessage() for r in caplog.records if r.name == "seqbench.training.run"][-1]
     assert last.startswith("done in ") and f"test/ppl {metrics['test/ppl']:.4g}" in last and "last.ckpt" in last
     assert math.isfinite(metrics["test/ppl"])

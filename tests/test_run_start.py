@@ -6,7 +6,7 @@ from __future__ import annotations
 from omegaconf import OmegaConf
 
 from conftest import run_cli
-from seqbench.console import show_config
+from seqbench.training.console import show_config
 
 
 def test_a_run_starts_with_its_config_and_says_each_thing_once(tmp_path):
@@ -41,7 +41,7 @@ def test_lightnings_lines_reach_the_log_file_when_it_was_imported_before_logging
     propagate=False): a run started from such a process wrote no Lightning line to train.log."""
     import logging
 
-    from seqbench.console import log_once
+    from seqbench.training.console import log_once
 
     names = ("lightning", "lightning.pytorch", "lightning.fabric")
     saved = {n: (logging.getLogger(n).handlers[:], logging.getLogger(n).propagate) for n in names}
@@ -75,11 +75,11 @@ def test_lightnings_lines_that_say_nothing_about_the_run_are_dropped_and_the_oth
 
     import lightning
 
-    from seqbench.console import LIGHTNING_INFO, NOT_ABOUT_THE_RUN, _NotAboutTheRun, log_once
+    from seqbench.training.console import LIGHTNING_INFO, NOT_ABOUT_THE_RUN, _NotAboutTheRun, log_once
 
     source = "\n".join(p.read_text(encoding="utf-8") for p in Path(lightning.__file__).parent.rglob("*.py"))
     for start in NOT_ABOUT_THE_RUN:
-        assert f'"{start}' in source, f"Lightning no longer prints {start!r}: update seqbench.console"
+        assert f'"{start}' in source, f"Lightning no longer prints {start!r}: update seqbench.training.console"
     logger = logging.getLogger(LIGHTNING_INFO)
     saved = logger.filters[:]
     logger.filters[:] = [f for f in saved if not isinstance(f, _NotAboutTheRun)]  # as in a fresh process

@@ -18,8 +18,8 @@ import yaml
 from conftest import FIXTURES, compose_cfg, run_cli
 
 from seqbench.errors import ConfigError
-from seqbench.preset_choice import preset_of
-from seqbench.report import family_of
+from seqbench.identity import preset_of
+from seqbench.training.record import label_of
 
 OLD_RUN = FIXTURES / "run_before_issue34"
 
@@ -51,7 +51,7 @@ def test_old_and_new_runs_are_read_as_their_preset(group, tmp_path):
     (tmp_path / ".hydra").mkdir()
     (tmp_path / ".hydra" / "hydra.yaml").write_text(yaml.safe_dump(hydra_yaml))
     assert preset_of(choices) == "shakespeare/gru"
-    assert family_of(tmp_path) == "gru"
+    assert label_of(tmp_path) == "gru"
 
 
 def test_an_old_command_says_how_it_is_written_now(tmp_path):
@@ -62,3 +62,33 @@ def test_an_old_command_says_how_it_is_written_now(tmp_path):
     out = run_cli(["+family=ptb/gru", "debug=fast", "logger=csv"], tmp_path)
     assert out.returncode == 1 and "+family=ptb/gru is written preset=ptb/gru" in out.stderr, out.stderr[-2000:]
     assert "Traceback" not in out.stderr
+
+
+def test_an_old_runs_saved_config_names_modules_that_moved_and_reads_at_their_new_paths():
+    """Issue 68 moved the loggers and Hydra's callbacks into seqbench.training; a saved config names them by their
+    old paths, and `src/eval.py` instantiates the run's W&B logger from it (`seqbench.training.evaluate`)."""
+    # bugs caught: a moved module left out of MOVED_TARGETS (an old W&B run no longer evaluates); a target
+    # rewritten that did not move
+    from hydra.utils import get_object
+    from omegaconf import OmegaConf
+
+    from seqbench.training.record import with_moved_targets
+
+    saved = OmegaConf.load(OLD_RUN / ".hydra" / "config.yaml")
+    saved.logger.wandb = {"_target_": "seqbench.loggers.wandb_logger", "project": "seqbench"}  # as a W&B run saved it
+    old = [t for t in (OmegaConf.select(saved, k) for k in ("logger.csv._target_", "logger.wandb._target_")) if t]
+    assert old == ["seqbench.csv_logger.CSVLogger", "seqbench.loggers.wandb_logger"]
+    cfg = with_moved_targets(saved)
+    assert cfg.logger.csv._target_ == "seqbench.training.csv_logger.CSVLogger"
+    assert cfg.logger.wandb._target_ == "seqbench.training.loggers.wandb_logger"
+    assert cfg.model._target_ == saved.model._target_ == "seqbench.models.recurrent.RecurrentModel"
+
+    def targets(node):
+        for key, value in node.items():
+            if key == "_target_":
+                yield value
+            elif isinstance(value, dict):
+                yield from targets(value)
+
+    for target in targets(OmegaConf.to_container(cfg, resolve=False)):
+        get_object(target)  # every class or function the old run names imports where it now lives

@@ -1,4 +1,4 @@
-"""The libyaml reading of saved configs (seqbench.saved_yaml) and the trials read through it."""
+"""The libyaml reading of saved configs (seqbench.training.saved_yaml) and the trials read through it."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import pytest
 import yaml
 from omegaconf import OmegaConf
 
-from seqbench.analysis.tuning_trials import read_trials
-from seqbench.saved_yaml import load
+from seqbench.protocol.tuning_trials import read_trials
+from seqbench.training.saved_yaml import load
 
 TRICKY = """\
 budget:

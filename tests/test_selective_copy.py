@@ -11,13 +11,13 @@ import torch
 import torch.nn.functional as F
 
 from conftest import compose_cfg
-from seqbench.config_check import check_config
+from seqbench.training.config_check import check_config
 from seqbench.data import probes
 from seqbench.data.streams import IGNORE_INDEX
 from seqbench.data.synthetic import SelectiveCopyDataModule
 from seqbench.families import FAMILIES, compared
 from seqbench.nn.ssm import SelectiveSSM
-from seqbench.run import build
+from seqbench.training.run import build
 
 CONTROL = "probe/ssm_time_invariant"
 

@@ -1,4 +1,4 @@
-"""The committed sweep archive (seqbench.sweep_archive): a finished job survives the loss of its output
+"""The committed sweep archive (seqbench.protocol.sweep_archive): a finished job survives the loss of its output
 folder, is found by what it trains and nothing else, and a row of a committed trials.csv rebuilds the
 metrics the tuning record read from it."""
 
@@ -13,10 +13,10 @@ import pytest
 from omegaconf import OmegaConf
 
 from conftest import ROOT, compose_raw, run_cli
-from seqbench.analysis.tuning_trials import from_metrics
-from seqbench.chain import Chain
-from seqbench.final_cells import Experiment
-from seqbench.sweep_archive import Archive, from_trials, job_key, make_key, metrics_of_row, rest_of, same_job
+from seqbench.protocol.tuning_trials import from_metrics
+from seqbench.protocol.chain import Chain
+from seqbench.protocol.final_cells import Experiment
+from seqbench.protocol.sweep_archive import Archive, from_trials, job_key, make_key, metrics_of_row, rest_of, same_job
 
 TRIALS = ROOT / "experiments" / "figures" / "tuning-search-ptb" / "trials.csv"
 
@@ -87,7 +87,7 @@ def test_a_trials_row_rebuilds_the_metrics_the_record_read(source):
 
 def test_a_trials_row_keeps_its_cpu_cost_through_the_round_trip():
     # bug caught: a row rebuilt into metrics kept only wall_time_s, so a trial's cost read 4x its CPU
-    # seconds once restored from trials.csv (seqbench.clocks: a paused or shared one-thread CPU run)
+    # seconds once restored from trials.csv (seqbench.training.clocks: a paused or shared one-thread CPU run)
     row = {"job": "s/0", "family": "lstm", "corpus": "ptb", "status": "completed", "val_loss_best": "5.0",
            "lr_scale": "1", "steps": "10", "tokens_per_step": "700", "tokens_per_step_grid": "", "size": "m",
            "wall_time_s": "200.0", "cost_s": "50.0", "device": "cpu (x86_64, 1 threads) x1"}
@@ -128,7 +128,7 @@ def test_the_last_line_of_a_key_wins_and_a_torn_line_costs_only_itself(tmp_path)
 
 
 def test_an_entry_archived_without_its_curve_is_given_the_curve_of_its_own_run_only(tmp_path):
-    from seqbench.sweep_archive import add_curves
+    from seqbench.protocol.sweep_archive import add_curves
 
     sweep, archive = tmp_path / "s", Archive(tmp_path / "archive", "s")
     header = "step,val/ppl,val/loss,curve/tokens\n"
@@ -190,7 +190,7 @@ def test_a_sweep_whose_outputs_are_gone_is_restored_from_the_archive_and_only_ne
     output_dir = OmegaConf.load(sweep / "0" / ".hydra" / "hydra.yaml").hydra.runtime.output_dir
     assert {e["job"]: e["metrics"] for e in Archive(archive, "sweep").entries().values()} == ran
 
-    from seqbench.report import read_curve, read_local
+    from seqbench.training.record import read_curve, read_runs
 
     curve = read_curve(sweep / "0" / "csv" / "metrics.csv")
     assert len(curve) >= 1 and curve[-1]["curve/tokens"] > 0
@@ -216,11 +216,11 @@ def test_a_sweep_whose_outputs_are_gone_is_restored_from_the_archive_and_only_ne
     assert _metrics(sweep / "1").get("status") == "completed", log[-3000:]
     assert (sweep / "1" / "train.log").is_file()
     assert len(Archive(archive, "sweep").entries()) == 2
-    from seqbench.hydra_callbacks import last_outcomes
+    from seqbench.training.hydra_callbacks import last_outcomes
 
     assert {job: record["status"] for job, record in last_outcomes(sweep).items()} == {0: "completed", 1: "completed"}
 
-    runs = read_local([sweep])  # a restored job reads as one that ran there
+    runs = read_runs([sweep])  # a restored job reads as one that ran there
     assert sorted(r.family for r in runs) == ["lstm"] * 2
     assert all(r.metrics["train/loss"] is not None and r.curve for r in runs)
 
@@ -232,7 +232,7 @@ def test_a_sweep_whose_outputs_are_gone_is_restored_from_the_archive_and_only_ne
 
 def test_the_dry_run_counts_the_archived_jobs_of_a_sweep_not_yet_restored(tmp_path, capsys):
     # after a session stop --root is empty: "to run" alone would plan hours the archive already holds
-    from seqbench.campaign import main
+    from seqbench.protocol.campaign import main
 
     archive = Archive(tmp_path / "archive", "tune_frontier_ptb")
     for seed in (1, 2):
@@ -246,7 +246,7 @@ def test_a_merge_adds_the_jobs_the_other_copy_holds_and_keeps_the_ones_both_hold
     # bug caught: a merge that appends every line of the other copy, so a job both hold takes the other's
     # entry (the last line of a key wins) and a run a chain or report already read changes under it; or
     # one that skips a sweep this archive has no file for yet
-    from seqbench.sweep_archive import main as archive_main
+    from seqbench.protocol.sweep_archive import main as archive_main
 
     mine, theirs = tmp_path / "mine", tmp_path / "theirs"
     key = lambda lr: make_key("lstm", "m", 1e13, lr, 256, 1234, {})  # noqa: E731

@@ -1,5 +1,5 @@
 """CoNLL-2003 end to end on a few batches: the BiLSTM-CRF with character features and the supervised
-HMM train, validate and test through `seqbench.run.train`, and the tagging task logs entity F1."""
+HMM train, validate and test through `seqbench.training.run.train`, and the tagging task logs entity F1."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import torch
 from seqbench.data.spec import TaskSpec
 from seqbench.errors import ConfigError
 from seqbench.models.recurrent import RecurrentModel
-from seqbench.run import train
+from seqbench.training.run import train
 
 needs_data = pytest.mark.corpus("conll2003")
 
@@ -28,7 +28,7 @@ def test_bilstm_crf_with_char_features_logs_entity_f1(cfg_factory, tmp_path, see
     from seqeval.metrics import f1_score, precision_score, recall_score
 
     from seqbench.data.streams import IGNORE_INDEX
-    from seqbench.run import build
+    from seqbench.training.run import build
 
     cfg = cfg_factory(["data=conll2003", "model.bidirectional=true", "model.crf=true", "model.char_features=8",
                        "model.num_layers=1", "data.eval_batch_size=128", "~callbacks.learning_curve",

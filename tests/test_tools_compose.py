@@ -11,7 +11,7 @@ from conftest import compose_cfg
 from seqbench.analysis import bench, decode_bench, gradient_flow, image_step_time
 from seqbench.data.spec import TaskSpec
 from seqbench.families import compared, presets
-from seqbench.run import instantiate
+from seqbench.training.run import instantiate
 
 
 def assert_same_model(tool, reference):

@@ -13,7 +13,7 @@ import torch
 
 from seqbench.data.ptb import PTBDataModule
 from seqbench.provenance import cpu_model
-from seqbench.run import build, train
+from seqbench.training.run import build, train
 from conftest import DATA_DIR
 
 
@@ -91,7 +91,7 @@ def test_tie_weights_with_unequal_sizes_fails_before_training(cfg_factory, tmp_p
 def test_generate_continues_the_prompt_and_greedy_is_deterministic(cfg_factory):
     from omegaconf import OmegaConf
 
-    from seqbench.evaluate import sample
+    from seqbench.training.evaluate import sample
 
     cfg = cfg_factory([])
     dm, model = build(cfg)

@@ -287,7 +287,7 @@ def test_the_logged_bleu_is_sacrebleu_on_the_translations_the_run_writes(tmp_pat
 
 @pytest.mark.parametrize("build,kw,panels", [(_recurrent, {}, 1), (_transformer, {}, 4)])  # T5 draws as the Transformer
 def test_alignment_pictures_are_drawn_per_sentence_and_per_layer_and_head(reversal, build, kw, panels, tmp_path):
-    from seqbench.analysis.alignments import alignment_figures
+    from seqbench.callbacks.alignment_maps import alignment_figures
 
     model = build(reversal.spec, **kw)
     maps = model.alignments(next(iter(reversal.test_dataloader())))
@@ -302,7 +302,7 @@ def test_multi30k_presets_compose_check_and_build(tmp_path):
     import hydra
 
     from conftest import compose_cfg
-    from seqbench.config_check import check_config
+    from seqbench.training.config_check import check_config
     from seqbench.data.spec import TaskSpec
 
     cfg = compose_cfg(["experiment=multi30k_families"], tmp_path)

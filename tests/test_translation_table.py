@@ -1,4 +1,4 @@
-"""The translation table under one label-smoothing rule (seqbench.analysis.translation_table), its jobs
+"""The translation table under one label-smoothing rule (seqbench.reports.translation_table), its jobs
 (translation_jobs) and its verdict (translation_verdict), on hand-made jobs with every expectation computed
 by hand."""
 
@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import pytest
 
-from seqbench.analysis import translation_jobs as tj
-from seqbench.analysis import translation_table as tt
-from seqbench.analysis import translation_verdict as tv
-from seqbench.report import Run
+from seqbench.reports import translation_jobs as tj
+from seqbench.reports import translation_table as tt
+from seqbench.reports import translation_verdict as tv
+from seqbench.training.record import Run
 
 
 MODELS = {"bahdanau": "gru", "luong": "gru", "seq2seq": "lstm", "transformer": "transformer", "t5": "t5"}

@@ -1,7 +1,7 @@
 """A run whose size the tuning chose reloads at that size, in `src/eval.py` and the analysis commands.
 
 The chains train each final cell at the size the search chose, `tune.per_family.<family>.size`, which
-`seqbench.tuning.apply_tuning` puts in place as the run starts; the run's saved `.hydra/config.yaml` still
+`seqbench.training.tune.apply_tuning` puts in place as the run starts; the run's saved `.hydra/config.yaml` still
 says the preset's default size. The bug this catches: a command that rebuilds the model from that file
 without the tuning gets the default size, and the checkpoint does not fit it (the tuned 1e14 LSTM, size l,
 met a size-m model in `seqbench.analysis.loss_by_position`).
@@ -14,9 +14,9 @@ from omegaconf import OmegaConf
 
 from conftest import compose_cfg, require_corpus
 from seqbench.analysis import context_usage as cu
-from seqbench.evaluate import run_config
-from seqbench.run import build
-from seqbench.tuning import apply_tuning
+from seqbench.training.evaluate import run_config
+from seqbench.training.run import build
+from seqbench.training.tune import apply_tuning
 
 
 def _tuned_run(tmp_path):

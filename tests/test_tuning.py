@@ -1,4 +1,4 @@
-"""The equal-budget tuning protocol (seqbench.tuning, experiment=tune_frontier / tune_frontier_ptb):
+"""The equal-budget tuning protocol (seqbench.protocol.tuning, experiment=tune_frontier / tune_frontier_ptb):
 the same grid and schedule rule for every compared family, applied on top of each family's recipe."""
 
 from __future__ import annotations
@@ -10,9 +10,10 @@ from conftest import compose_cfg
 from seqbench.data.spec import TaskSpec
 from seqbench.errors import ConfigError
 from seqbench.families import compared
-from seqbench.report import Run
-from seqbench.run import instantiate
-from seqbench.tuning import apply_tokens_per_step, apply_tuning, per_family, summary
+from seqbench.training.record import Run
+from seqbench.training.run import instantiate
+from seqbench.protocol.tuning import per_family, summary
+from seqbench.training.tune import apply_tokens_per_step, apply_tuning
 
 CORPORA = {"tune_frontier": ("shakespeare", "seqbench.data.shakespeare.ShakespeareCharDataModule", 65),
            "tune_frontier_ptb": ("ptb", "seqbench.data.ptb.PTBDataModule", 10_000)}

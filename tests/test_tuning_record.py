@@ -1,4 +1,4 @@
-"""The search's committed record (`python -m seqbench.tuning <dirs> --report <folder>`): trials read from
+"""The search's committed record (`python -m seqbench.protocol.tuning <dirs> --report <folder>`): trials read from
 fake sweep trees as the runs leave them (finished, running, crashed), one grid per family across the
 base and edge sweeps, the grid's edges, the untuned baseline's comparison, the loss columns named by
 the data they were selected on, and the ledger record; and the untuned baseline's config is the recipe."""
@@ -14,13 +14,14 @@ import pytest
 from omegaconf import OmegaConf
 
 from conftest import compose_cfg
-from seqbench.analysis.tuning_extension import beyond, commands, extensions
-from seqbench.analysis.tuning_report import summary_md
-from seqbench.analysis.tuning_search import searches
-from seqbench.analysis.tuning_trials import planned, read_trials
+from seqbench.protocol.tuning_extension import beyond, commands, extensions
+from seqbench.protocol.tuning_report import summary_md
+from seqbench.protocol.tuning_search import searches
+from seqbench.protocol.tuning_trials import planned, read_trials
 from seqbench.families import FAMILIES, compared
-from seqbench.ledger import read_record
-from seqbench.tuning import apply_tokens_per_step, apply_tuning, main
+from seqbench.reports.ledger import read_record
+from seqbench.protocol.tuning import main
+from seqbench.training.tune import apply_tokens_per_step, apply_tuning
 
 LSTM, GPT = "lstm", "gpt"
 
@@ -184,7 +185,7 @@ def test_the_report_writes_one_row_per_trial_and_its_ledger_record(tmp_path, cap
     assert rows[1]["val_loss_best"] == "6.0" and rows[1]["tokens_per_step"] == "245"
     (record,) = read_record(out / "record.json", tmp_path)
     assert set(record.files) == {"trials.csv", "summary.md", "grid-ptb.png"}
-    assert record.command.startswith("python -m seqbench.tuning") and "--report" in record.command
+    assert record.command.startswith("python -m seqbench.protocol.tuning") and "--report" in record.command
 
 
 @pytest.mark.parametrize("experiment, corpus", [("tune_frontier", "shakespeare"), ("tune_frontier_ptb", "ptb")])
@@ -237,12 +238,12 @@ def test_a_grid_whose_bests_lie_inside_needs_no_extension(tmp_path):
 
 
 def test_a_trial_that_diverged_after_its_best_validation_is_never_the_best_setting(tmp_path):
-    # bug caught: seqbench.run writes a NaN or infinite loss into metrics.json as null (JSON has no NaN),
+    # bug caught: seqbench.training.run writes a NaN or infinite loss into metrics.json as null (JSON has no NaN),
     # and a null was read as finite: a run whose loss blew up after a good first validation read as
     # completed, became the family's best, and the chain (tuning.summary -> per_family) transferred it
-    from seqbench.report import read_local
-    from seqbench.run import write_metrics
-    from seqbench.tuning import per_family, summary
+    from seqbench.training.record import read_runs
+    from seqbench.training.record import write_metrics
+    from seqbench.protocol.tuning import per_family, summary
 
     sweep = tmp_path / "tune_frontier_ptb"
     grid(sweep, LSTM, [1, 2], [256], {(1, 256): 6.0})
@@ -253,28 +254,28 @@ def test_a_trial_that_diverged_after_its_best_validation_is_never_the_best_setti
         "wall_time_s": 10.0})
     (search,) = searches(read_trials([sweep]))
     assert search.count("diverged") == 1 and search.best.lr_scale == 1
-    assert per_family(summary(read_local([sweep]))) == {LSTM: {"lr_scale": 1.0, "tokens_per_step": 245}}
+    assert per_family(summary(read_runs([sweep]))) == {LSTM: {"lr_scale": 1.0, "tokens_per_step": 245}}
 
 
 def test_the_printed_table_groups_a_search_whose_older_runs_did_not_record_their_size_as_the_record_does(tmp_path):
     # bug caught: the table (tuning.summary) taking a trial's size from metrics.json alone, which runs
     # older than `tune/size` lack: one family's search printed as two rows, each with its own best (the
     # PTB search's gru, 20 trials, as 7 and 13), where the record (read with the saved configs) has one
-    from seqbench.report import read_local
-    from seqbench.tuning import summary
+    from seqbench.training.record import read_runs
+    from seqbench.protocol.tuning import summary
 
     sweep = tmp_path / "tune_frontier_ptb"
     grid(sweep, LSTM, [1, 2], [256], {(2, 256): 5.0})
     older = sweep / "0" / "metrics.json"
     older.write_text(json.dumps({k: v for k, v in json.loads(older.read_text()).items() if k != "tune/size"}))
-    rows = summary(read_local([sweep]))
+    rows = summary(read_runs([sweep]))
     assert [(r["family"], r["trials"], r["best"]) for r in rows] == [(LSTM, 2, {"lr_scale": 2.0, "tokens_per_step": 245})]
     (search,) = searches(read_trials([sweep]))
     assert (len(search.trials), search.best.loss) == (2, rows[0]["best_loss"])
 
 
 def test_an_extended_grid_s_edge_is_reported_and_no_second_extension_is_printed_into_the_first_s_directory(tmp_path):
-    # bug caught: `python -m seqbench.tuning <base> <base>_edge_lr` printed the edge rule's command again
+    # bug caught: `python -m seqbench.protocol.tuning <base> <base>_edge_lr` printed the edge rule's command again
     # for the extended grid, under the same sweep name (<base>_edge_lr) with another grid: run as printed,
     # the resumable launcher skips the new grid's jobs as "completed" (their numbers are the old jobs')
     lrs, tokens = [0.25, 0.5, 1, 2, 4], [256, 512, 1024, 2048]
@@ -337,7 +338,7 @@ def test_a_probe_search_over_two_gaps_picks_one_rate_by_its_mean_loss_over_both(
     main([str(sweep), "--report", str(tmp_path / "report")])
     assert "lowest mean selection loss over them" in capsys.readouterr().out
     assert "best loss (validation, best: mean over T = 100, 500)" in (tmp_path / "report" / "summary.md").read_text()
-    from seqbench.analysis.tuning_heatmap import _cells  # the picture's rows are the gaps (no tokens axis)
+    from seqbench.protocol.tuning_heatmap import _cells  # the picture's rows are the gaps (no tokens axis)
 
     grid_, letters = _cells(search)
     assert grid_[0][:2] == [0.30, 0.10] and grid_[1][:2] == [0.50, 0.90] and math.isnan(grid_[0][2]) and not letters
@@ -393,7 +394,7 @@ def test_a_probe_search_whose_best_rate_is_the_highest_tried_is_extended_on_the_
 def test_a_family_searched_twice_takes_its_setting_from_the_search_with_the_most_trials(tmp_path, capsys):
     # bug caught: the tuned setting (and the transfer check's tokens around it) taken from the search with
     # the fewest trials: here a two-trial search at another size, whose best loss is even the lower one
-    from seqbench.analysis.tuning_search import token_neighbours
+    from seqbench.protocol.tuning_search import token_neighbours
 
     base, edge = tmp_path / "tune_frontier_ptb", tmp_path / "tune_frontier_ptb_edge_tokens"
     n = grid(base, LSTM, [1, 2], [256, 512], {(2, 256): 6.1})

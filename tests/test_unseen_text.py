@@ -1,4 +1,4 @@
-"""The headline's reason for Tiny Shakespeare's tier beyond (seqbench.findings.unseen_text): what the corpus
+"""The headline's reason for Tiny Shakespeare's tier beyond (seqbench.reports.findings.unseen_text): what the corpus
 holds where the page says it does, and the sentence read from the loss-by-position record as the rule says."""
 
 from __future__ import annotations
@@ -10,8 +10,9 @@ import pytest
 from conftest import DATA_DIR
 from seqbench.analysis import loss_by_position as lbp
 from seqbench.data.shakespeare import split
-from seqbench.findings import family_kind, unseen_text
-from seqbench.ledger import RECORD, Ledger
+from seqbench.families import kind_of
+from seqbench.reports.findings import unseen_text
+from seqbench.reports.ledger import RECORD, Ledger
 
 
 @pytest.mark.corpus("tiny_shakespeare")
@@ -127,7 +128,7 @@ def test_the_frontier_page_s_reading_holds_on_the_committed_record():
         return b - a
 
     for family in by_family:
-        if family_kind(family) == "recurrent":
+        if kind_of(family) == "recurrent":
             # "a little or nothing": not higher beyond the sd, and lower by at most a little past it
             assert all(-2 * sd < change(family, s) <= sd for s in seen), (family, [change(family, s) for s in seen], sd)
             assert change(family, unseen_text.UNSEEN) > sd, (family, change(family, unseen_text.UNSEEN), sd)
@@ -136,4 +137,4 @@ def test_the_frontier_page_s_reading_holds_on_the_committed_record():
                 assert change(family, "test") > sd, (family, change(family, "test"), sd)
         else:
             assert all(change(family, s) < -sd for s in [*seen, unseen_text.UNSEEN, "test"]), family
-    assert {family_kind(f) for f in by_family} == {"recurrent", "attention"}
+    assert {kind_of(f) for f in by_family} == {"recurrent", "attention"}

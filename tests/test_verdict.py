@@ -1,4 +1,4 @@
-"""The frontier's verdict (seqbench.verdict) on hand-made run records, every expectation computed by hand.
+"""The frontier's verdict (seqbench.protocol.verdict) on hand-made run records, every expectation computed by hand.
 
 t(0.975, 2) = 4.302653, so three seeds with sd s give the interval mean ± 4.302653 s / sqrt(3)
 = mean ± 2.484138 s.
@@ -10,8 +10,9 @@ import math
 
 import pytest
 
-from seqbench import frontier, verdict
-from seqbench.report import Run
+from seqbench.reports import frontier
+from seqbench.protocol import verdict
+from seqbench.training.record import Run
 
 HALF_3 = 4.302653 / math.sqrt(3)  # t-interval half-width per unit sd, three seeds
 
@@ -102,7 +103,7 @@ def test_the_cell_that_got_the_further_seeds_is_the_family_s_entry():
     assert v.winner == "lstm"
 
 def test_the_report_puts_the_verdict_table_first(tmp_path):
-    from seqbench import report
+    from seqbench.reports import report
 
     runs = _seeds("lstm", 1000, 1e12, [1.70, 1.72, 1.74]) + _seeds("gpt", 1000, 1e12, [1.60, 1.80, 1.90])
     result = report.write_report(runs, tmp_path / "out")
@@ -126,7 +127,7 @@ def test_runs_at_two_tuned_settings_are_two_cells_never_seeds_of_one():
     assert sorted(len(c.selection) for c in cs) == [1, 3]
     (entry,) = verdict.verdict(cs, 1e13).entries.values()
     assert entry.interval.mean == pytest.approx(5.1)  # the chosen setting's seeds, not 5.325 over four runs
-    from seqbench.report import configurations
+    from seqbench.reports.report import configurations
     assert sorted(configurations([old, *new])) == ["lstm 0.001M @ 1e+13 (lr x 2, 1013 tok)", "lstm 0.001M @ 1e+13 (lr x 2, 501 tok)"]
     assert sorted(c.label for c in frontier.configs([old, *new])) == ["lstm 0.001M @ 1e+13 (lr x 2, 1013 tok)",
                                                                       "lstm 0.001M @ 1e+13 (lr x 2, 501 tok)"]

@@ -17,7 +17,7 @@ import yaml
 
 from conftest import TINY, TINY_RNN, compose_cfg
 from seqbench.callbacks.validation_samples import _cell
-from seqbench.run import build, train
+from seqbench.training.run import build, train
 from wandb_offline import OfflineRun
 
 WANDB = [a for a in TINY if not a.startswith("logger")] + ["logger=wandb"]

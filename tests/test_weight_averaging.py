@@ -14,7 +14,7 @@ import json
 import pytest
 import torch
 
-from seqbench.run import build, make_trainer, train
+from seqbench.training.run import build, make_trainer, train
 
 EMA_RUN = ["experiment=sst2_bilstm", "trainer.max_epochs=2", "model.char_features=8",
            "callbacks.best_checkpoint.monitor=val/loss", "callbacks.best_checkpoint.mode=min",

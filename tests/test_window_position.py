@@ -18,8 +18,8 @@ from conftest import TINY
 from seqbench.analysis import context_usage as cu
 from seqbench.analysis import window_position as wp
 from seqbench.families import FAMILIES
-from seqbench.ledger import RECORD
-from seqbench.run import build
+from seqbench.reports.ledger import RECORD
+from seqbench.training.run import build
 from test_context_usage import TINY_GPT, _save_run, corpus  # noqa: F401  (corpus: a fixture)
 
 LM_FAMILIES = [name for name, family in FAMILIES.items() if family.compared]

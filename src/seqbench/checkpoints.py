@@ -11,7 +11,7 @@ its JSON text, hyperparameters are dicts and lists (`SeqModel.on_save_checkpoint
 through `to_plain`), RNG states are tensors and tuples, LR-schedule multipliers are stored by
 torch's `LambdaLR` as their field dicts. A file holding any other object — a checkpoint from
 another program, or one altered to run code — is refused in one sentence that names the
-converter, `python -m seqbench.convert_checkpoint`, for files the user trusts.
+converter, `python -m seqbench.training.convert_checkpoint`, for files the user trusts.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ import torch
 
 from seqbench.errors import UserError
 
-CONVERTER = "python -m seqbench.convert_checkpoint"
+CONVERTER = "python -m seqbench.training.convert_checkpoint"
 
 
 class UnsafeCheckpointError(UserError):

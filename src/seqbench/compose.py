@@ -24,11 +24,16 @@ from collections.abc import Callable
 from pathlib import Path
 
 import yaml
+from hydra import compose as hydra_compose
+from hydra.core.hydra_config import HydraConfig
+from hydra.errors import HydraException
 from hydra.utils import get_class
 from omegaconf import DictConfig, OmegaConf, open_dict
 
+from seqbench.entry import register_resolvers
 from seqbench.errors import ConfigError
 from seqbench.families import FAMILIES, family_of
+from seqbench.identity import name_and_tag
 
 log = logging.getLogger("seqbench")
 
@@ -84,8 +89,6 @@ def finalize(cfg: DictConfig, overrides: list[str], choices: dict, compose: Comp
             auto, path = "", None
         if path is not None and path.is_file():
             name, extra = auto, [f"recipe={recipe_file(auto, conf_dir)}"]
-    from seqbench.identity import name_and_tag  # it reads family_of, from this module
-
     chosen_by_hand = name is not None and not extra and name != "none"
     if not extra and not chosen_by_hand:
         return name_and_tag(cfg, choices)
@@ -177,17 +180,27 @@ def _resolved(cfg: DictConfig, key: str):
     return OmegaConf.to_container(node, resolve=True) if OmegaConf.is_config(node) else node
 
 
+def final_config(cfg: DictConfig, output_dir: Path, choices: dict, overrides: list[str]) -> DictConfig:
+    """The running job's config with its recipe, debug bounds, name and tags, saved as the run's
+    `.hydra/config.yaml` so the file shows every value the run used (what `src/train.py` trains)."""
+    name = HydraConfig.get().job.config_name
+    try:
+        final = finalize(cfg, overrides, choices, lambda o: hydra_compose(config_name=name, overrides=o))
+    except HydraException as exc:
+        raise ConfigError(f"the config could not be composed with its recipe: {exc}") from None
+    save_config(final, output_dir)
+    return final
+
+
 def compose_final(overrides: list[str], config_name: str = "train", conf_dir: Path = CONF_DIR) -> DictConfig:
     """Compose outside a running Hydra app (tests, `python -m seqbench.compose`), as `src/train.py` does."""
-    from hydra import compose, initialize_config_dir
+    from hydra import initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
-    from hydra.core.hydra_config import HydraConfig
-    from omegaconf import open_dict
 
     def raw(overrides: list[str]) -> DictConfig:
         GlobalHydra.instance().clear()
         with initialize_config_dir(config_dir=str(conf_dir), version_base="1.3"):
-            cfg = compose(config_name=config_name, overrides=overrides, return_hydra_config=True)
+            cfg = hydra_compose(config_name=config_name, overrides=overrides, return_hydra_config=True)
         with open_dict(cfg):  # so that ${hydra:runtime.output_dir} resolves
             cfg.hydra.runtime.output_dir = str(Path.cwd() / "outputs" / "compose")
             cfg.hydra.job.num = 0
@@ -203,8 +216,6 @@ def main(argv: list[str] | None = None) -> None:
     """`python -m seqbench.compose model=lstm data=sst2`: the config a run would use, recipe applied,
     without running it (Hydra's own `--cfg job` prints the composition before the recipe)."""
     import sys
-
-    from seqbench.entry import register_resolvers
 
     register_resolvers()
     args = list(sys.argv[1:] if argv is None else argv)

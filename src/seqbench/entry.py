@@ -1,7 +1,7 @@
 """What the entry points share: resolvers, one-sentence errors, and sweep-safe failures.
 
 A `UserError` in a single run prints its sentence and exits with status 1 — no traceback. In a
-multirun the exception is re-raised for Hydra to record as that job's failure (its `metrics.json`
+multirun the exception is re-raised for Hydra to record as that job's failure (its record
 already says `status: failed` and why), and the other jobs go on; `JobSummary` lists the failures
 at the end.
 """
@@ -14,7 +14,7 @@ from pathlib import Path
 
 from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import OmegaConf
 
 from seqbench.errors import UserError
 
@@ -44,24 +44,6 @@ def hydra_context() -> tuple[Path, dict, list[str], bool]:
     hc = HydraConfig.get()
     choices = {k: v for k, v in hc.runtime.choices.items() if isinstance(v, str)}
     return Path(hc.runtime.output_dir), choices, list(hc.overrides.task), hc.mode == RunMode.MULTIRUN
-
-
-def final_config(cfg: DictConfig, output_dir: Path, choices: dict, overrides: list[str]) -> DictConfig:
-    """The running job's config with its recipe, debug bounds, name and tags (seqbench.compose), saved
-    as the run's `.hydra/config.yaml` so the file shows every value the run used."""
-    from hydra import compose
-    from hydra.errors import HydraException
-
-    from seqbench.compose import finalize, save_config
-    from seqbench.errors import ConfigError
-
-    name = HydraConfig.get().job.config_name
-    try:
-        final = finalize(cfg, overrides, choices, lambda o: compose(config_name=name, overrides=o))
-    except HydraException as exc:
-        raise ConfigError(f"the config could not be composed with its recipe: {exc}") from None
-    save_config(final, output_dir)
-    return final
 
 
 def guarded(fn, *args, multirun: bool, **kwargs):

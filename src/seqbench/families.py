@@ -138,15 +138,35 @@ def presets(folder: str, *variants: str) -> str:
     return ",".join(f"{folder}/{name}" for name in names)
 
 
-def family_of(model) -> str:
-    """The family a model config (`cfg.model`, a mapping with `_target_`) belongs to, by its module and,
-    among families sharing one, its selector keys (`cell`); a module the registry does not know gives
-    its module's name (`seqbench.models.mine.MyModel` -> `mine`)."""
-    target = model.get("_target_")
+def family_of(thing) -> str:
+    """The registry's family of whatever names a run: the one place a family is worked out.
+
+    - a model config (`cfg.model`, a mapping with `_target_`): by its module and, among families sharing
+      one, its selector keys (`cell`); a module the registry does not know gives its module's name
+      (`seqbench.models.mine.MyModel` -> `mine`);
+    - a name a preset or a record gives (`ptb/lstm`, `frontier/ptb/gpt`, `lstm_fb1`, `ptb/gpt:dropout=0`,
+      `transformer_causal`): its last part before any `:`, and a variant `<family>_<what>` is its
+      family's; a name of no family comes back as that part;
+    - a run (`seqbench.training.record.Run`): its saved model config where it has one, else its name.
+    """
+    if isinstance(thing, str):
+        base = thing.split("/")[-1].split(":")[0]
+        return base if base in FAMILIES else next((f for f in FAMILIES if base.startswith(f"{f}_")), base)
+    if hasattr(thing, "metrics") and hasattr(thing, "family"):  # a run read from its record
+        model = (getattr(thing, "config", None) or {}).get("model")
+        return family_of(model) if isinstance(model, Mapping) and model.get("_target_") else family_of(thing.family)
+    target = thing.get("_target_")
     for fam in FAMILIES.values():
-        if fam.module == target and all(str(model.get(k)) == v for k, v in fam.selector.items()):
+        if fam.module == target and all(str(thing.get(k)) == v for k, v in fam.selector.items()):
             return fam.name
     return str(target).rsplit(".", 2)[-2] if target and "." in str(target) else str(target)
+
+
+def kind_of(thing) -> str | None:
+    """'attention' or 'recurrent' for whatever `family_of` reads (the registry's `kind`); None for a
+    name of no family, or a family of neither kind (the CNN, the HMM)."""
+    family = FAMILIES.get(family_of(thing))
+    return family.kind if family else None
 
 
 @contextmanager

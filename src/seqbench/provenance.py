@@ -2,7 +2,7 @@
 
 A throughput or a wall time means nothing without the machine it ran on, and a loss means little
 without the commit and the command that made it: the pages drifted from their runs exactly where
-these were typed by hand (issue 37). Every writer of results (a run's `metrics.json`, a report's
+these were typed by hand (issue 37). Every writer of results (a run's record, a report's
 `runs.csv`, an analysis's CSV) takes them from here, so they are measured, not remembered.
 
 Only the standard library and torch (already imported by every writer) are used: reading the CPU
@@ -11,15 +11,18 @@ model from `/proc/cpuinfo` is what `lscpu`'s "Model name" reads too.
 
 from __future__ import annotations
 
+import json
 import os
 import platform
 import shlex
 import subprocess
 import sys
+import time
 from datetime import datetime, timezone
 from pathlib import Path
 
 NOT_RECORDED = "not recorded"
+RECORD = "record.json"  # beside the files it says how they were made (seqbench.reports.ledger reads them)
 
 
 def git_commit(root: Path | None = None) -> str | None:
@@ -66,3 +69,19 @@ def command_line(prog: str | None = None, argv: list[str] | None = None) -> str:
     argv = sys.argv[1:] if argv is None else argv
     head = f"python -m {prog}" if prog else f"python {sys.argv[0]}"
     return " ".join([head, shlex.join(argv)]).strip()
+
+
+def write_record(folder: Path, files: list[str], command: str, started: float, page: str | None = None) -> Path:
+    """Record how `files` (in `folder`) were just made: the command, this checkout's commit, this machine,
+    the date and the wall time since `started` (time.time()). An earlier record of the same files is
+    replaced; records of the folder's other files are kept."""
+    path = Path(folder) / RECORD
+    doc = json.loads(path.read_text()) if path.is_file() else {"records": []}
+    if page:
+        doc["page"] = page
+    doc["records"] = [e for e in doc.get("records", []) if not set(e.get("files", ())) & set(files)]
+    doc["records"].append({"files": sorted(files), "command": command, "git_commit": git_commit() or NOT_RECORDED,
+                           "hardware": hardware(), "date": utc_now(),
+                           "wall_time": f"{time.time() - started:.0f} s"})
+    path.write_text(json.dumps(doc, indent=1, ensure_ascii=False) + "\n")
+    return path

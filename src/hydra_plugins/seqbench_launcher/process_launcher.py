@@ -44,7 +44,7 @@ log = logging.getLogger(__name__)
 
 # what each job imports anyway, imported once by the server its processes are forked from (an import
 # that fails there is left to the job, which then reports it as it would have)
-PRELOAD = ["torch", "lightning", "seqbench.entry", "seqbench.run", "hydra_plugins.seqbench_launcher.resumable_launcher"]
+PRELOAD = ["torch", "lightning", "seqbench.entry", "seqbench.training.run", "hydra_plugins.seqbench_launcher.resumable_launcher"]
 
 
 def job_context():

@@ -5,18 +5,18 @@ finished jobs skipped, killed ones resumed.
 by side (one per core, each limited to `threads_per_job` threads so they do not compete). Launched
 again with the same `hydra.sweep.dir`, the grid expands to the same job numbers and directories, and:
 
-- a job whose `metrics.json` says `status: completed` is skipped (its results stay as they are);
-- any other job runs again in its own directory, where `seqbench.run` finds `checkpoints/last.ckpt`
+- a job whose record (`metrics.json`) says `status: completed` is skipped (its results stay as they are);
+- any other job runs again in its own directory, where `seqbench.training.run` finds `checkpoints/last.ckpt`
   (written every `callbacks.step_checkpoint.every_n_train_steps` steps and on SIGTERM) and resumes
   from it (`resume_requeued`), so a killed run loses at most the steps since that checkpoint.
 
 With `archive=<dir>` (the campaign sets it to the committed `experiments/sweeps/`), each finished job
 is also kept in `<dir>/<sweep name>.jsonl`, and a job found there (by what it trains, not its number)
-is restored into its directory instead of run (`seqbench.sweep_archive`): the sweep outlives the loss
+is restored into its directory instead of run (`seqbench.protocol.sweep_archive`): the sweep outlives the loss
 of its output folder, which is what a session stop does to everything outside the repository.
 `archive_from=[<sweep>, ...]` lets it restore jobs the named sweeps of that folder archived too (its own
 entry wins): the same key is the same training, so a tier's own size sweep takes the runs the first size
-sweep already made at that tier (`seqbench.final_cells`).
+sweep already made at that tier (`seqbench.protocol.final_cells`).
 
 `scripts/sweep_background.sh` starts such a sweep in the background under a fixed directory, so the
 same command, after a session stop or a reboot, carries on where the sweep was.
@@ -29,7 +29,6 @@ did when their launcher was gone, piling up across sessions.
 
 from __future__ import annotations
 
-import json
 import logging
 import pickle
 from collections.abc import Sequence
@@ -42,17 +41,22 @@ from hydra.core.singleton import Singleton
 from hydra.core.utils import JobReturn, JobStatus, configure_log, filter_overrides, setup_globals
 from omegaconf import open_dict, read_write
 
-from hydra_plugins.seqbench_launcher.process_launcher import JobDied, ProcessLauncher, _run_in_child, run_in_fresh_process
+from hydra_plugins.seqbench_launcher.process_launcher import (
+    JobDied,
+    ProcessLauncher,
+    _run_in_child,
+    run_in_fresh_process,
+)
 
 log = logging.getLogger(__name__)
 
 
 def completed(job_dir: Path) -> bool:
-    """The job finished before: its metrics.json says so (a killed or failed run's does not)."""
-    try:
-        return json.loads((job_dir / "metrics.json").read_text()).get("status") == "completed"
-    except (OSError, ValueError):
-        return False
+    """The job finished before: its record says so (a killed or failed run's does not)."""
+    # seqbench is imported when a sweep launches, not when Hydra scans its plugins at every command's start
+    from seqbench.training.record import completed as finished
+
+    return finished(job_dir)
 
 
 def _check_same_job(job_dir: Path, overrides: Sequence[str]) -> None:
@@ -60,13 +64,15 @@ def _check_same_job(job_dir: Path, overrides: Sequence[str]) -> None:
     another grid numbers its jobs anew, and job 7's finished results (or last.ckpt) would be taken for
     a job they are not — skipped as done, archived under the new job's key, or resumed from."""
     saved = job_dir / ".hydra" / "overrides.yaml"
-    if not saved.is_file() or not ((job_dir / "metrics.json").is_file()
+    from seqbench.training.record import has_record
+
+    if not saved.is_file() or not (has_record(job_dir)
                                    or (job_dir / "checkpoints" / "last.ckpt").is_file()):
         return  # nothing there would be taken for the job: no result, no checkpoint to resume from
     from omegaconf import OmegaConf
 
     from seqbench.errors import ConfigError
-    from seqbench.sweep_archive import same_job
+    from seqbench.protocol.sweep_archive import same_job
 
     try:
         ran = list(OmegaConf.load(saved) or [])
@@ -106,7 +112,8 @@ class ResumableLauncher(ProcessLauncher):
         returns: dict[int, JobReturn] = {}
         pending = []
         restored = 0
-        from seqbench.sweep_archive import Archive, curve_of, key_text, restore
+        from seqbench.protocol.sweep_archive import Archive, curve_of, key_text, restore
+        from seqbench.training.record import read_metrics
 
         archived, found_in = {}, {}  # key -> entry, and the archive file it came from
         if self.archive_dir:
@@ -129,7 +136,7 @@ class ResumableLauncher(ProcessLauncher):
                 restore(job_dir, config, entry, found_in[key_text(key)], self._compose)
                 restored += 1
             elif key is not None and entry is None and completed(job_dir):  # finished before the archive
-                self.archive.append(key, job_dir.name, json.loads((job_dir / "metrics.json").read_text()),
+                self.archive.append(key, job_dir.name, read_metrics(job_dir),
                                     curve=curve_of(job_dir))
             if completed(job_dir):
                 log.info(f"\t#{idx} : skipped, completed in {job_dir}")
@@ -159,9 +166,10 @@ class ResumableLauncher(ProcessLauncher):
             return idx, self._died(config, overrides)
         job_dir = Path(str(config.hydra.sweep.dir)) / str(config.hydra.sweep.subdir)
         if key is not None and completed(job_dir):
-            from seqbench.sweep_archive import curve_of
+            from seqbench.protocol.sweep_archive import curve_of
+            from seqbench.training.record import read_metrics
 
-            self.archive.append(key, job_dir.name, json.loads((job_dir / "metrics.json").read_text()),
+            self.archive.append(key, job_dir.name, read_metrics(job_dir),
                                 curve=curve_of(job_dir))
         return idx, ret
 
@@ -173,13 +181,13 @@ class ResumableLauncher(ProcessLauncher):
             del config["hydra"]
         return config
 
-    # -- the archive (seqbench.sweep_archive) --------------------------------------------------------
+    # -- the archive (seqbench.protocol.sweep_archive) --------------------------------------------------------
     def _key(self, config) -> dict | None:
         """The job's archive key, where there is an archive; a config the key cannot be read from (a
         task that is not a seqbench training run) is not archived, rather than failing the sweep."""
         if self.archive is None:
             return None
-        from seqbench.sweep_archive import job_key
+        from seqbench.protocol.sweep_archive import job_key
 
         try:
             return job_key(config)

@@ -1,8 +1,8 @@
 """Training-step time, tokens/s, memory and MFU against sequence length, every family at matched size.
 
-    python -m seqbench.bench                                      # CPU, the PTB presets, T = 64 .. 4096
-    python -m seqbench.bench --device cuda --batch-sizes 8,32      # GPU: bf16 autocast, MFU vs the card's stated peak
-    python -m seqbench.bench --families ptb/lstm,ptb/gpt --lengths 64,128 --out outputs/bench/quick
+    python -m seqbench.analysis.bench                                      # CPU, the PTB presets, T = 64 .. 4096
+    python -m seqbench.analysis.bench --device cuda --batch-sizes 8,32      # GPU: bf16 autocast, MFU vs the card's stated peak
+    python -m seqbench.analysis.bench --families ptb/lstm,ptb/gpt --lengths 64,128 --out outputs/bench/quick
 
 The models are the ones the comparison trains: each family is composed from its preset
 (`conf/preset/<preset>.yaml`, ~0.6M parameters without embeddings for `ptb/*`) exactly as
@@ -54,9 +54,14 @@ from pathlib import Path
 
 import torch
 
-from seqbench.analysis.bench_output import print_row, plot, write_csv, write_json
-from seqbench.ledger import write_record
-from seqbench.provenance import command_line
+from seqbench.analysis.bench_output import plot, print_row, write_csv, write_json
+from seqbench.callbacks.run_stats import reset_peak_memory
+from seqbench.compose import compose_final
+from seqbench.data.spec import TaskSpec
+from seqbench.entry import register_resolvers
+from seqbench.families import presets
+from seqbench.provenance import command_line, write_record
+from seqbench.tasks.lm import token_nll
 
 # after the compared families' PTB presets: GPT with written-out attention (memory ~T²) and the
 # attention models without dropout (the only case PyTorch's CPU flash kernel accepts)
@@ -69,17 +74,12 @@ SDPA_KERNELS = {"_scaled_dot_product_flash_attention": "flash", "_scaled_dot_pro
 # -- the models -----------------------------------------------------------------------------------
 def default_families() -> list[str]:
     """The compared families' PTB presets (seqbench.families), then the attention variants."""
-    from seqbench.families import presets
-
     return [*presets("ptb").split(","), *ATTENTION_VARIANTS]
 
 
 def preset_config(family: str):
     """The config `python src/train.py preset=<preset>` runs with (seqbench.compose: recipe included),
     with a variant's overrides (`ptb/gpt:reference`, `ptb/gpt:dropout=0`) after it."""
-    from seqbench.compose import compose_final
-    from seqbench.entry import register_resolvers
-
     preset, *variants = family.split(":")
     overrides = [f"preset={preset}", "logger=csv"]
     for variant in variants:
@@ -94,7 +94,6 @@ def build_model(family: str, vocab: int, length: int):
     sequences of `length`."""
     from hydra.utils import instantiate
 
-    from seqbench.data.spec import TaskSpec
 
     cfg = preset_config(family)
     if "context" in cfg.model:
@@ -124,8 +123,6 @@ def _rss_kb(field: str) -> int:
 
 def memory_mark(device: torch.device) -> float:
     """Start a new peak and return the current usage in MB."""
-    from seqbench.callbacks.run_stats import reset_peak_memory
-
     reset_peak_memory(device)
     if device.type == "cuda":
         return torch.cuda.memory_allocated(device) / 2**20
@@ -142,8 +139,6 @@ def memory_peak(device: torch.device) -> float:
 def measure(family: str, batch: int, length: int, vocab: int, device: str, warmup: int, repeats: int,
             threads: int | None = None, clock: str = "wall") -> dict:
     """Time and measure one (family, B, T) case; runs in a fresh process when isolated."""
-    from seqbench.tasks.lm import token_nll
-
     if threads:
         torch.set_num_threads(threads)
     dev = torch.device(device)
@@ -298,7 +293,7 @@ def _ints(text: str) -> list[int]:
 
 def main(argv: list[str] | None = None) -> list[dict]:
     argv = sys.argv[1:] if argv is None else argv
-    parser = argparse.ArgumentParser(prog="python -m seqbench.bench", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m seqbench.analysis.bench", description=__doc__.split("\n\n")[0])
     parser.add_argument("--device", default="auto", help="cpu, cuda or auto (cuda when available)")
     parser.add_argument("--families", default=",".join(default_families()),
                         help="family presets (conf/preset/...); ':reference' uses the written-out attention, "
@@ -327,8 +322,8 @@ def main(argv: list[str] | None = None) -> list[dict]:
     started = time.time()
     rows = run(args.families.split(","), _ints(args.lengths), _ints(args.batch_sizes), args.vocab, device,
                args.warmup, args.repeats, args.max_step_s, args.max_mem_gb, isolate, args.threads, out,
-               args.peak_tflops, args.clock, "python -m seqbench.bench " + shlex.join(argv))
-    write_record(out, ["bench.csv", "bench.json"], command_line("seqbench.bench", argv), started)  # the ledger
+               args.peak_tflops, args.clock, "python -m seqbench.analysis.bench " + shlex.join(argv))
+    write_record(out, ["bench.csv", "bench.json"], command_line("seqbench.analysis.bench", argv), started)  # the ledger
     return rows
 
 

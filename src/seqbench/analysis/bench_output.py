@@ -1,4 +1,4 @@
-"""What `seqbench.bench` writes: one line per case as it is measured, `bench.csv` (the rows),
+"""What `seqbench.analysis.bench` writes: one line per case as it is measured, `bench.csv` (the rows),
 `bench.json` (the rows with the machine and command that made them) and `bench.png` (step time,
 tokens/s and peak memory against T). Kept apart from the measurement, which is what a reader of
 `seqbench.analysis.bench` has come to check.
@@ -11,6 +11,8 @@ import json
 from pathlib import Path
 
 import torch
+
+from seqbench.analysis.layer_bench import machine
 
 # the columns of bench.csv, in order; a row may carry more keys (bench.json keeps them all)
 FIELDS = ["device", "family", "batch", "length", "status", "step_ms", "tokens_per_s", "peak_mem_mb",
@@ -38,8 +40,6 @@ def write_csv(rows: list[dict], path: Path) -> None:
 def write_json(rows: list[dict], path: Path, device: torch.device, command: str | None, clock: str,
                  vocab: int) -> None:
     """The rows with where and how they were measured (CPU model, torch, date, command, clock)."""
-    from seqbench.analysis.layer_bench import machine
-
     record = {**machine(device), "command": command, "threads": torch.get_num_threads(), "clock": clock,
               "vocab": vocab, "results": rows}
     path.write_text(json.dumps(record, indent=1) + "\n")

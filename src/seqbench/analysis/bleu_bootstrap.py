@@ -13,14 +13,15 @@ test uses) and a draw's score is sacreBLEU's BLEU of the counts the draw sums.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import functools
 import hashlib
+from pathlib import Path
 
 import numpy as np
 
-from seqbench.tasks.translation import bleu_metric as _bleu  # the table's test BLEU: detokenised, case kept, 13a
+from seqbench.tasks.translation import (
+    bleu_metric as _bleu,  # the table's test BLEU: detokenised, case kept, 13a
+)
 
 # 10,000 draws: at 1,000 the interval's ends carry ~0.1 BLEU of Monte-Carlo error, the size of the borderline
 # cases the interval is read for; a pair takes about a second more
@@ -78,7 +79,7 @@ def run_stats(run_dir: Path, test_bleu: float | None = None) -> tuple[np.ndarray
     """A run's test translations and references (`tasks/translation.write_translations`) as sentence counts,
     with a digest of its references (every run of a comparison must have scored the same sentences in the
     same order); None where the run left none (a job restored from the sweep archive). With `test_bleu` (the
-    run's metrics.json), the files' BLEU must be it: files from another run, or another checkpoint's, stop here."""
+    run's record), the files' BLEU must be it: files from another run, or another checkpoint's, stop here."""
     hyp, ref = run_dir / "translations_test.txt", run_dir / "references_test.txt"
     if not (hyp.is_file() and ref.is_file()):
         return None
@@ -89,5 +90,5 @@ def run_stats(run_dir: Path, test_bleu: float | None = None) -> tuple[np.ndarray
     if test_bleu is not None:
         score = scores(stats, np.ones((1, len(stats)), dtype=np.int64))[0]
         if abs(score - test_bleu) > 0.01:  # logged as float32
-            raise ValueError(f"{run_dir}: its translations score BLEU {score:.3f}, its metrics.json {test_bleu:.3f}")
+            raise ValueError(f"{run_dir}: its translations score BLEU {score:.3f}, its record {test_bleu:.3f}")
     return stats, hashlib.sha256(ref.read_bytes()).hexdigest()

@@ -52,8 +52,9 @@ from seqbench.checkpoints import check_checkpoint, load_weights
 from seqbench.entry import register_resolvers, run_command
 from seqbench.errors import UserError
 from seqbench.families import family_of
-from seqbench.ledger import write_record
-from seqbench.provenance import command_line
+from seqbench.provenance import command_line, write_record
+from seqbench.training.record import read_metrics
+from seqbench.training.tune import apply_tuning
 
 KS = (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000)
 DS = (1, 2, 5, 10, 20, 50, 100, 200)
@@ -174,9 +175,9 @@ class LM:
     corpus: str
     model: object
     datamodule: object
-    test_loss: float | None = None  # the run's ordinary test loss (metrics.json), for reference
+    test_loss: float | None = None  # the run's ordinary test loss (its record), for reference
     results: dict = field(default_factory=dict)
-    metrics: dict = field(default_factory=dict)  # the run's whole metrics.json (its tokens trained, its train loss)
+    metrics: dict = field(default_factory=dict)  # the run's whole record (its tokens trained, its train loss)
 
     @property
     def window(self) -> int:
@@ -225,12 +226,10 @@ def measure(lm: LM, split: str, positions: torch.Tensor, ks: list[int], prefix: 
 
 # -- finding and loading runs ---------------------------------------------------------------------
 def checkpoint_of(run_dir: Path) -> Path:
-    """The run's tested checkpoint (metrics.json), else its best-*.ckpt, else last.ckpt."""
-    metrics = run_dir / "metrics.json"
-    if metrics.is_file():
-        tested = json.loads(metrics.read_text()).get("tested_checkpoint")
-        if tested and Path(tested).is_file():
-            return Path(tested)
+    """The run's tested checkpoint (its record), else its best-*.ckpt, else last.ckpt."""
+    tested = (read_metrics(run_dir) or {}).get("tested_checkpoint")
+    if tested and Path(tested).is_file():
+        return Path(tested)
     best = sorted((run_dir / "checkpoints").glob("best-*.ckpt"))
     if best:
         return best[-1]
@@ -285,7 +284,6 @@ def load_lm(run_dir: Path, ckpt: Path, datamodules: dict) -> LM:
     import hydra
     from omegaconf import OmegaConf
 
-    from seqbench.tuning import apply_tuning
 
     check_checkpoint(ckpt)  # before the data is read: a file that would run code is refused first
     cfg = OmegaConf.load(run_dir / ".hydra" / "config.yaml")
@@ -302,8 +300,7 @@ def load_lm(run_dir: Path, ckpt: Path, datamodules: dict) -> LM:
                         f"context usage is measured on language models.")
     model = hydra.utils.instantiate(cfg.model, spec=dm.spec)
     load_weights(model, ckpt)
-    metrics_file = run_dir / "metrics.json"
-    metrics = json.loads(metrics_file.read_text()) if metrics_file.is_file() else {}
+    metrics = read_metrics(run_dir) or {}
     # the registry's family of the run's model config (seqbench.families: its module and selector keys)
     return LM(run_label(run_dir), family_of(cfg.model), dm.corpus, model, dm, metrics.get("test/loss"),
               metrics=metrics)

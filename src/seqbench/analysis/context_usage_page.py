@@ -10,6 +10,9 @@ import math
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from seqbench.tables import table_lines
+from seqbench.training.record import METRICS
+
 if TYPE_CHECKING:  # the measured models; imported only for the annotations (no import cycle at run time)
     from seqbench.analysis.context_usage import LM
 
@@ -70,10 +73,7 @@ def table(lms: list[LM], n_targets: dict, split: str, prefix: int) -> str:
     def fmt(x: int | None, top: int | None) -> str:
         return f"> {top}" if x is None else str(x)
 
-    lines = [f"Context usage on the {split} split; nats per token, mean over the sampled targets.", "",
-             "| corpus | family | run | trained window | targets | full-context loss (ppl) | ordinary test loss | effective context "
-             "(k within 1 %) | loss at k = 1 / 10 / 100 | shuffle harmless from d | replace harmless from d |",
-             "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    rows = []
     for lm in lms:
         r = lm.results
         at = {c["k"]: c["loss"] for c in r["curve"]}
@@ -82,12 +82,17 @@ def table(lms: list[LM], n_targets: dict, split: str, prefix: int) -> str:
         ds = [row["d"] for row in r["perturbed"]["shuffle"]]
         top_d = max(ds) if ds else None
         ordinary = f"{lm.test_loss:.3f}" if lm.test_loss is not None else "–"
-        lines.append(f"| {lm.corpus} | {lm.family} | {lm.name} | {lm.window} | {n_targets[lm.corpus]} | {r['full']:.3f} "
-                     f"({math.exp(r['full']):.1f}) | {ordinary} | {fmt(r['effective_context'], top_k)} | {ks} | "
-                     f"{fmt(r['order_range'], top_d)} | {fmt(r['identity_range'], top_d)} |")
+        rows.append([lm.corpus, lm.family, lm.name, lm.window, n_targets[lm.corpus],
+                     f"{r['full']:.3f} ({math.exp(r['full']):.1f})", ordinary, fmt(r["effective_context"], top_k), ks,
+                     fmt(r["order_range"], top_d), fmt(r["identity_range"], top_d)])
+    head = ["corpus", "family", "run", "trained window", "targets", "full-context loss (ppl)", "ordinary test loss",
+            "effective context (k within 1 %)", "loss at k = 1 / 10 / 100", "shuffle harmless from d",
+            "replace harmless from d"]
+    lines = [f"Context usage on the {split} split; nats per token, mean over the sampled targets.", "",
+             *table_lines(head, rows, align="lllrrrrrrrr")]
     lines += ["", "Trained window: the tokens of one training row (attention: the context; recurrent: the BPTT length). "
               f"Full context: recurrent, the state carried from the split's first token; attention, the model's "
               f"trained context. Perturbations read a {prefix}-token prefix (attention: its last `context` tokens); "
               "'harmless from d': the smallest d at which the loss increase is at most 1 % of the intact-prefix "
-              "loss. Ordinary test loss: the run's metrics.json (its own evaluation protocol)."]
+              f"loss. Ordinary test loss: the run's {METRICS} (its own evaluation protocol)."]
     return "\n".join(lines) + "\n"

@@ -17,9 +17,12 @@ from pathlib import Path
 
 import torch
 
+from seqbench.analysis.gradient_flow import build_family, trained_checkpoints
 from seqbench.checkpoints import load_weights
 from seqbench.data.streams import IGNORE_INDEX
 from seqbench.entry import run_command
+from seqbench.families import compared
+from seqbench.tables import table_lines, table_row
 
 
 @torch.no_grad()
@@ -40,9 +43,6 @@ def answer_accuracy(model, batch: dict, num_symbols: int, copy_length: int, seed
 
 
 def main(argv: list[str] | None = None) -> dict:
-    from seqbench.analysis.gradient_flow import build_family, trained_checkpoints
-    from seqbench.families import compared
-
     parser = argparse.ArgumentParser(prog="python -m seqbench.analysis.copy_positions",
                                      description=__doc__.split("\n\n")[0])
     parser.add_argument("runs", type=Path, nargs="+", help="long_range multirun directories")
@@ -51,7 +51,7 @@ def main(argv: list[str] | None = None) -> dict:
     args = parser.parse_args(argv)
     checkpoints = trained_checkpoints(args.runs, args.T)
     results = {}
-    print(f"| family | inputs | accuracy | per answer position (1st .. last) |\n|---|---|---:|---|")
+    print("\n".join(table_lines(["family", "inputs", "accuracy", "per answer position (1st .. last)"], align="llrl")))
     for family in args.families:
         if family not in checkpoints:
             print(f"no finished {family} job at T={args.T} under {args.runs}; skipped", file=sys.stderr)
@@ -61,7 +61,7 @@ def main(argv: list[str] | None = None) -> dict:
         acc = answer_accuracy(model, datamodule.fixed["val"], datamodule.num_symbols, datamodule.copy_length)
         results[family] = acc
         for name, per in acc.items():
-            print(f"| {family} | {name} | {per.mean():.4f} | " + " ".join(f"{v:.2f}" for v in per.tolist()) + " |")
+            print(table_row([family, name, f"{per.mean():.4f}", " ".join(f"{v:.2f}" for v in per.tolist())]))
     return results
 
 

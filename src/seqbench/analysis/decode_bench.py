@@ -34,6 +34,13 @@ from pathlib import Path
 
 import torch
 
+from seqbench.compose import compose_final
+from seqbench.data.spec import TaskSpec
+from seqbench.entry import register_resolvers
+from seqbench.families import FAMILIES
+from seqbench.nn.decoding import beam_search
+from seqbench.tables import table_lines
+
 FIELDS = ["device", "family", "batch", "beam", "length", "cache", "status", "seconds", "tokens_per_s", "load_1min"]
 SRC_VOCAB, TGT_VOCAB = 8000, 6000  # conf/data/multi30k.yaml: vocab_size, tgt_vocab_size
 BOS, EOS, PAD, NEVER = 2, 3, 0, -1
@@ -41,15 +48,11 @@ BOS, EOS, PAD, NEVER = 2, 3, 0, -1
 
 def cached_families() -> list[str]:
     """The families whose decoding keeps a key/value cache (`kv_cache`), in table order."""
-    from seqbench.families import FAMILIES
-
     return [name for name, family in FAMILIES.items() if family.cls.kv_cache]
 
 
 def translates(family: str) -> bool:
     """Timed as a translator (beam search from a source) when it translates, else as an LM (`generate`)."""
-    from seqbench.families import FAMILIES
-
     return "translation" in FAMILIES[family].tasks
 
 
@@ -58,9 +61,6 @@ def build_model(family: str, vocab: int):
     data=<ptb or multi30k>` builds it (seqbench.compose: the recipe included), random weights, eval mode."""
     from hydra.utils import instantiate
 
-    from seqbench.compose import compose_final
-    from seqbench.data.spec import TaskSpec
-    from seqbench.entry import register_resolvers
 
     register_resolvers()
     cfg = compose_final([f"model={family}", f"data={'multi30k' if translates(family) else 'ptb'}", "logger=csv"])
@@ -74,8 +74,6 @@ def build_model(family: str, vocab: int):
 
 def decoder(model, family: str, batch: int, beam: int, src_len: int, vocab: int, device: torch.device):
     """-> run(T, use_cache): decodes T tokens for every sentence of the batch."""
-    from seqbench.nn.decoding import beam_search
-
     g = torch.Generator().manual_seed(0)
     if not translates(family):
         prompt = torch.randint(vocab, (batch, 1), generator=g).to(device)
@@ -157,7 +155,7 @@ def _print_row(row: dict) -> None:
 
 def table(rows: list[dict]) -> str:
     """Markdown: one line per (family, T), tokens/s with and without the cache and their ratio."""
-    lines = ["| family | decoded tokens T | tok/s with cache | tok/s without | speed-up |", "|---|---:|---:|---:|---:|"]
+    lines = []
     keys = list(dict.fromkeys((r["family"], r["length"]) for r in rows))
     for family, length in keys:
         pair = {r["cache"]: r for r in rows if r["family"] == family and r["length"] == length}
@@ -168,8 +166,9 @@ def table(rows: list[dict]) -> str:
 
         ratio = (f"{on['tokens_per_s'] / off['tokens_per_s']:.1f}x"
                  if on and off and on["status"] == off["status"] == "ok" else "")
-        lines.append(f"| {family} | {length} | {cell(on)} | {cell(off)} | {ratio} |")
-    return "\n".join(lines)
+        lines.append([family, length, cell(on), cell(off), ratio])
+    return "\n".join(table_lines(["family", "decoded tokens T", "tok/s with cache", "tok/s without", "speed-up"], lines,
+                                 align="lrrrr"))
 
 
 def _ints(text: str) -> list[int]:

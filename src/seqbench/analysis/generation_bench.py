@@ -18,7 +18,7 @@ tokens after it. What each family's `generate` does is what is timed:
   whole sequence, where every step reads the cache of all earlier tokens.
 
 The models are the family presets (`conf/preset/<preset>.yaml`, composed as `python src/train.py
-preset=<preset>` builds them, with `:key=value` variants as in `seqbench.bench`), random weights, eval
+preset=<preset>` builds them, with `:key=value` variants as in `seqbench.analysis.bench`), random weights, eval
 mode, a vocabulary of `--vocab` (65: Tiny Shakespeare's characters).
 
 Reported per case: the median over the timed repeats of the whole `generate` call (`seconds`:
@@ -39,7 +39,10 @@ import time
 
 import torch
 
+from seqbench.analysis.bench import preset_config
 from seqbench.analysis.layer_bench import Meter, run_all, run_cases
+from seqbench.data.spec import TaskSpec
+from seqbench.families import presets
 
 MODULE = "seqbench.analysis.generation_bench"
 LONG_GPT = "shakespeare/gpt:context=4096"  # GPT with room for every prompt and its new tokens: the cache at work
@@ -47,8 +50,6 @@ LONG_GPT = "shakespeare/gpt:context=4096"  # GPT with room for every prompt and 
 
 def default_families() -> list[str]:
     """The compared families' Shakespeare presets (seqbench.families), then GPT with a long context."""
-    from seqbench.families import presets
-
     return [*presets("shakespeare").split(","), LONG_GPT]
 
 
@@ -56,8 +57,6 @@ def build_model(family: str, vocab: int):
     """A family preset's LightningModule (`seqbench.analysis.bench.preset_config`), eval mode."""
     from hydra.utils import instantiate
 
-    from seqbench.analysis.bench import preset_config
-    from seqbench.data.spec import TaskSpec
 
     return instantiate(preset_config(family).model, spec=TaskSpec("lm", vocab_size=vocab)).eval()
 

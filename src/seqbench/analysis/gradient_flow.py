@@ -34,12 +34,14 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from seqbench.checkpoints import load_weights
+from seqbench.compose import compose_final
 from seqbench.data.streams import IGNORE_INDEX
-from seqbench.entry import run_command
-
+from seqbench.entry import register_resolvers, run_command
 from seqbench.families import colour, compared
-from seqbench.ledger import write_record
-from seqbench.provenance import command_line
+from seqbench.provenance import command_line, write_record
+from seqbench.training.loggers import resolve_mode
+from seqbench.training.record import job_dirs, label_of, read_metrics
+from seqbench.training.run import build
 
 
 def first_layer(model: nn.Module) -> nn.Module:
@@ -112,7 +114,6 @@ def build_family(family: str, T: int, seed: int = 0, overrides: list[str] | None
     """A fresh model of the `probe/<family>` preset and its copy-memory DataModule at gap T."""
     import lightning as L
 
-    from seqbench.run import build
 
     cfg = _compose(["experiment=long_range", f"preset=probe/{family}", f"data.T={T}", f"seed={seed}",
                     "logger=csv", *(overrides or [])])
@@ -122,29 +123,21 @@ def build_family(family: str, T: int, seed: int = 0, overrides: list[str] | None
 
 def _compose(overrides: list[str]):
     """The config `python src/train.py <overrides>` runs with: Hydra, then the recipe (seqbench.compose)."""
-    from seqbench.compose import compose_final
-    from seqbench.entry import register_resolvers
-
     register_resolvers()
     return compose_final(overrides)
 
 
 def trained_checkpoints(runs: Path | list[Path], T: int) -> dict[str, Path]:
     """{family: best checkpoint} of the finished jobs of long_range sweeps (one dir or several) at gap T."""
-    import json
-
-    from seqbench.report import family_of
-
     found = {}
     roots = [runs] if isinstance(runs, Path) else runs
-    for metrics_path in sorted(p for root in roots for p in root.glob("**/metrics.json")):
-        job = metrics_path.parent
-        metrics = json.loads(metrics_path.read_text())
+    for job in sorted(d for root in roots for d in job_dirs(root)):
+        metrics = read_metrics(job) or {}
         if metrics.get("status") != "completed" or f"data.T={T}" not in metrics.get("overrides", "").split():
             continue
         ckpt = metrics.get("tested_checkpoint")
         if ckpt and Path(ckpt).is_file():
-            found[family_of(job)] = Path(ckpt)
+            found[label_of(job)] = Path(ckpt)
     return found
 
 
@@ -201,8 +194,6 @@ def write_outputs(results: dict[str, list], out: Path, title: str, stem: str = "
 
 def log_to_wandb(paths: dict[str, Path], results: dict[str, list], mode: str, project: str, key: str) -> None:
     """The plot and the table as media of an `analysis` run ('auto': only when W&B is online)."""
-    from seqbench.loggers import resolve_mode
-
     resolved = "disabled" if mode == "disabled" else resolve_mode(mode)
     if resolved == "disabled" or (mode == "auto" and resolved != "online"):
         return

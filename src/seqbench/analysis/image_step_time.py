@@ -17,12 +17,13 @@ import time
 
 import torch
 
+from seqbench.compose import compose_final
+from seqbench.entry import register_resolvers
+from seqbench.tables import table_lines, table_row
+
 
 def compose(family: str, overrides: list[str]):
     """The config `python src/train.py preset=<family> <overrides>` runs with (seqbench.compose)."""
-    from seqbench.compose import compose_final
-    from seqbench.entry import register_resolvers
-
     register_resolvers()
     return compose_final([f"preset={family}", "paths.data_dir=.", "logger=csv", *overrides])
 
@@ -58,13 +59,13 @@ def main(argv: list[str] | None = None) -> list[dict]:
     parser.add_argument("--steps", type=int, default=10)
     args = parser.parse_args(argv)
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, batch {args.batch}")
-    print("| preset | params | ms/step | s per epoch (55k images) |\n|---|---:|---:|---:|")
+    print("\n".join(table_lines(["preset", "params", "ms/step", "s per epoch (55k images)"], align="lrrr")))
     rows = []
     for preset in args.presets:
         family, *overrides = preset.split()
         row = step_time(family, overrides, args.batch, args.steps)
         rows.append(row)
-        print(f"| {row['preset']} | {row['params']:,} | {row['ms_per_step']:.0f} | {row['epoch_s']:.0f} |", flush=True)
+        print(table_row([row["preset"], f"{row['params']:,}", f"{row['ms_per_step']:.0f}", f"{row['epoch_s']:.0f}"]), flush=True)
     return rows
 
 

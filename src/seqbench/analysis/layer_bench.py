@@ -66,18 +66,18 @@ import subprocess
 import sys
 import time
 import types
-from pathlib import Path
 from datetime import datetime, timezone
+from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from seqbench.ledger import write_record
 from seqbench.nn.min_rnn import MinGRU, MinLSTM
 from seqbench.nn.scan import METHODS as SCANS
 from seqbench.nn.ssd import SSD
 from seqbench.nn.ssm import SelectiveSSM
+from seqbench.provenance import write_record
 
 CALIBRATION_T = 128
 BASELINE = "lstm_fused"

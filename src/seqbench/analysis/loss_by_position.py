@@ -33,7 +33,9 @@ from pathlib import Path
 import torch
 
 from seqbench.analysis.context_usage import full_context_losses, load_all, nll
-from seqbench.report import seed_of
+from seqbench.provenance import write_record
+from seqbench.tables import table_lines
+from seqbench.training.record import seed_of
 
 
 def evaluation_text(streams: dict[str, torch.Tensor], warm: int) -> tuple[torch.Tensor, torch.Tensor, int]:
@@ -71,7 +73,7 @@ def binned(losses: torch.Tensor, bins: int) -> list[float]:
 
 
 def passes(lm) -> float | None:
-    """How many times the run read its training split (`curve/tokens` of its metrics.json over the split's
+    """How many times the run read its training split (`curve/tokens` of its record over the split's
     tokens): at ten times the compute a small model reads a small corpus ten times as often."""
     tokens = lm.metrics.get("curve/tokens")
     return None if tokens is None else tokens / lm.datamodule.streams["train"].numel()
@@ -130,11 +132,10 @@ def mark_positions(datamodule, warm: int, marks: list[str]) -> tuple[dict[str, i
 def marks_table(marks: dict[str, int | None], tokens: int, bins: int) -> str:
     """Where each mark first appears in the evaluation text: its token, its share of the text, and its bin."""
     edges = [int(part[0]) for part in torch.tensor_split(torch.arange(tokens), bins)]
-    lines = ["| mark | first at token | of | share of the text | bin |", "|---|---:|---:|---:|---:|"]
-    for mark, at in marks.items():
-        lines.append(f"| `{mark}` | – | {tokens:,} | – | – |" if at is None else
-                     f"| `{mark}` | {at:,} | {tokens:,} | {at / tokens:.1%} | {bisect.bisect_right(edges, at)} |")
-    return "\n".join(lines)
+    return "\n".join(table_lines(["mark", "first at token", "of", "share of the text", "bin"], (
+        [f"`{mark}`", "–", f"{tokens:,}", "–", "–"] if at is None else
+        [f"`{mark}`", f"{at:,}", f"{tokens:,}", f"{at / tokens:.1%}", bisect.bisect_right(edges, at)]
+        for mark, at in marks.items()), align="lrrrr"))
 
 
 def stretch_names(rows: list[dict]) -> list[str]:
@@ -147,26 +148,19 @@ def stretches_table(rows: list[dict]) -> str:
     training loss: a run that memorises the seen text is low on it and high on the stretch it has not seen."""
     names = stretch_names(rows)
     head = ["run", "family", "passes over train", "train loss (last epoch)", *names]
-    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    for r in rows:
-        cells = [r["run"], r["family"], "–" if r["passes"] is None else f"{r['passes']:.1f}",
-                 "–" if r["train_loss"] is None else f"{r['train_loss']:.3f}",
-                 *["–" if name not in r["stretches"] else f"{r['stretches'][name]:.3f}" for name in names]]
-        lines.append("| " + " | ".join(cells) + " |")
-    return "\n".join(lines)
+    return "\n".join(table_lines(head, ([r["run"], r["family"], "–" if r["passes"] is None else f"{r['passes']:.1f}",
+                                        "–" if r["train_loss"] is None else f"{r['train_loss']:.3f}",
+                                        *["–" if name not in r["stretches"] else f"{r['stretches'][name]:.3f}"
+                                          for name in names]] for r in rows)))
 
 
 def table(rows: list[dict], bins: int) -> str:
     head = ["run", "family", "non-emb params", "valid", "test", "recorded test/loss",
             *[f"bin {i + 1}" for i in range(bins)]]
-    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    for r in rows:
-        cells = [r["run"], r["family"], f"{r['params_non_embedding']:,}", f"{r['valid']:.3f}",
-                 "–" if r["test"] is None else f"{r['test']:.3f}",
-                 "–" if r["recorded_test_loss"] is None else f"{r['recorded_test_loss']:.3f}",
-                 *[f"{b:.3f}" for b in r["bins"]]]
-        lines.append("| " + " | ".join(cells) + " |")
-    return "\n".join(lines)
+    return "\n".join(table_lines(head, ([r["run"], r["family"], f"{r['params_non_embedding']:,}", f"{r['valid']:.3f}",
+                                        "–" if r["test"] is None else f"{r['test']:.3f}",
+                                        "–" if r["recorded_test_loss"] is None else f"{r['recorded_test_loss']:.3f}",
+                                        *[f"{b:.3f}" for b in r["bins"]]] for r in rows)))
 
 
 def cells_of(rows: list[dict]) -> dict[tuple, list[dict]]:
@@ -186,7 +180,7 @@ def cell_rows(rows: list[dict]) -> list[dict]:
     """One row per (family, budget, size): its runs and seeds, and the mean over them of its passes over the
     training split, its score-half loss and its loss in each stretch, with the stretch's sd over the seeds where
     it has two runs or more and the count of runs it is over (a run made without a mark lacks its stretch). The one place the runs are averaged: the tables below and the record's `cells.csv`
-    (which `seqbench.findings.unseen_text` reads) are this."""
+    (which `seqbench.reports.findings.unseen_text` reads) are this."""
     names = stretch_names(rows)
     out = []
     for (family, budget, params), group in cells_of(rows).items():
@@ -210,7 +204,7 @@ def compute_changes(rows: list[dict]) -> str:
     names = stretch_names(rows)
     cells = {(c["family"], c["budget"], c["params_non_embedding"]): c for c in cell_rows(rows)}
     head = ["family", "non-emb params", "budget (FLOPs)", "runs", "test", *names]
-    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    lines = []
     for family, params in dict.fromkeys((f, p) for f, _, p in cells):
         budgets = sorted(b for f, b, p in cells if (f, p) == (family, params) and b is not None)
         for low, high in zip(budgets, budgets[1:]):
@@ -219,10 +213,9 @@ def compute_changes(rows: list[dict]) -> str:
             def change(column: str) -> str:
                 return "–" if a[column] is None or b[column] is None else f"{b[column] - a[column]:+.3f}"
 
-            lines.append("| " + " | ".join([family, f"{params:,}", f"{low:.0e} → {high:.0e}",
-                                            f"{a['runs']} → {b['runs']}", change("test"),
-                                            *[change(n) for n in names]]) + " |")
-    return "\n".join(lines)
+            lines.append([family, f"{params:,}", f"{low:.0e} → {high:.0e}", f"{a['runs']} → {b['runs']}", change("test"),
+                          *[change(n) for n in names]])
+    return "\n".join(table_lines(head, lines))
 
 
 def by_cell(rows: list[dict]) -> str:
@@ -231,18 +224,17 @@ def by_cell(rows: list[dict]) -> str:
     unseen text."""
     names = stretch_names(rows)
     head = ["family", "budget (FLOPs)", "non-emb params", "runs (seeds)", "passes over train", "test", *names]
-    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
 
     def mean(value: float | None, digits: int = 3) -> str:
         return "–" if value is None else f"{value:.{digits}f}"
 
+    lines = []
     for c in cell_rows(rows):
         seeds = ", ".join(c["seeds"].split())
-        lines.append("| " + " | ".join([c["family"], "–" if c["budget"] is None else f"{c['budget']:.0e}",
-                                        f"{c['params_non_embedding']:,}",
-                                        f"{c['runs']}" + (f" ({seeds})" if seeds else ""), mean(c["passes"], 1),
-                                        mean(c["test"]), *[mean(c[name]) for name in names]]) + " |")
-    return "\n".join(lines)
+        lines.append([c["family"], "–" if c["budget"] is None else f"{c['budget']:.0e}", f"{c['params_non_embedding']:,}",
+                      f"{c['runs']}" + (f" ({seeds})" if seeds else ""), mean(c["passes"], 1), mean(c["test"]),
+                      *[mean(c[name]) for name in names]])
+    return "\n".join(table_lines(head, lines))
 
 
 def write_cells(path: Path, rows: list[dict]) -> None:
@@ -300,7 +292,6 @@ def main(argv: list[str] | None = None) -> list[dict]:
                  f"{compute_changes(rows)}\n")
     (args.out / "loss_by_position.md").write_text(text)
     write_cells(args.out / "cells.csv", rows)
-    from seqbench.ledger import write_record
 
     write_record(args.out, ["loss_by_position.csv", "cells.csv", "loss_by_position.md"],
                  "python -m seqbench.analysis.loss_by_position " + " ".join(sys.argv[1:] if argv is None else argv),

@@ -15,6 +15,7 @@ from hydra.utils import get_class
 from omegaconf import OmegaConf
 
 from seqbench.families import FAMILIES
+from seqbench.tables import table
 
 CONF = Path(__file__).resolve().parents[3] / "conf"
 
@@ -54,14 +55,13 @@ def markdown(conf: Path = CONF) -> str:
     rows: dict[tuple[str, bool], list[str]] = {}  # (task, serves words) -> corpora
     for data, task in corpora(conf).items():
         rows.setdefault((task, getattr(data_class(conf, data), "serves_words", False)), []).append(data)
-    lines = ["| task: data | " + " | ".join(f"`{m}`" for m in models) + " |",
-             "|---|" + "---|" * len(models)]
+    lines = []
     for (task, words), datas in sorted(rows.items()):
         cells = ["✓" if supports(cls, data_class(conf, datas[0])) else "" for cls in models.values()]
         kind = " (words)" if words else (" (token ids)" if (task, True) in rows else "")
         names = ", ".join(f"`{d}`" for d in datas)
-        lines.append(f"| {task}{kind}: {names} | " + " | ".join(cells) + " |")
-    return "\n".join(lines)
+        lines.append([f"{task}{kind}: {names}", *cells])
+    return table(["task: data", *(f"`{m}`" for m in models)], lines)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import argparse
 import csv
-import json
 import math
 import os
 import subprocess
@@ -37,9 +36,12 @@ from collections import Counter
 from pathlib import Path
 
 from seqbench.analysis.matrix import pairs
-from seqbench.entry import PROJECT_ROOT
-from seqbench.ledger import write_record
-from seqbench.provenance import hardware
+from seqbench.compose import compose_final
+from seqbench.entry import PROJECT_ROOT, register_resolvers
+from seqbench.provenance import hardware, write_record
+from seqbench.tables import table_lines
+from seqbench.training.record import read_metrics
+from seqbench.training.run import instantiate
 
 # (metric reported, higher is better) per data config
 METRIC = {"lm": ("test/ppl", False), "classification": ("test/acc", True), "image": ("test/acc", True),
@@ -89,9 +91,6 @@ def baseline(data: str, task: str, data_dir: Path, cache: dict) -> float | None:
         return FIXED[task]
     if data in cache:
         return cache[data]
-    from seqbench.compose import compose_final
-    from seqbench.entry import register_resolvers
-    from seqbench.run import instantiate
 
     register_resolvers()
     extra = [a.format(d=data_dir) for a in USER_TEXT] if data == "text" else []
@@ -159,8 +158,7 @@ def run_pair(model: str, data: str, extra: tuple[str, ...], budget_s: int, out: 
     started = time.time()
     proc = subprocess.run([sys.executable, str(PROJECT_ROOT / "src" / "train.py"), *args], capture_output=True,
                           text=True, env=env, cwd=PROJECT_ROOT)
-    metrics_path = out / "runs" / name / "metrics.json"
-    metrics = json.loads(metrics_path.read_text()) if metrics_path.is_file() else {}
+    metrics = read_metrics(out / "runs" / name) or {}
     if proc.returncode and not metrics.get("error"):
         metrics["error"] = (proc.stderr.strip().splitlines() or ["?"])[-1]
     metrics["command_s"] = time.time() - started
@@ -229,12 +227,12 @@ def _write(rows: list[dict], out: Path, threads: int | None = None) -> None:
         writer.writerows(rows)
     fmt = lambda v: "" if v is None else (f"{v:.4g}" if isinstance(v, float) else str(v))  # noqa: E731
     per_run = threads or os.environ.get("OMP_NUM_THREADS", "torch's default")
+    def command(r: dict) -> str:
+        return " ".join(filter(None, [f"model={r['model']} data={r['data']}", r.get("extra")]))
+
+    cells = [[f"`{command(r)}`", r["metric"], fmt(r.get("result")), fmt(r.get("baseline")), r["verdict"]] for r in rows]
     lines = [f"CPU: {hardware().split(', torch')[0]}, torch threads per run: {per_run}", "",
-             "| command | metric | result | trivial baseline | verdict |", "|---|---|---:|---:|---|"]
-    for r in rows:
-        command = " ".join(filter(None, [f"model={r['model']} data={r['data']}", r.get("extra")]))
-        lines.append(f"| `{command}` | {r['metric']} | {fmt(r.get('result'))} | "
-                     f"{fmt(r.get('baseline'))} | {r['verdict']} |")
+             *table_lines(["command", "metric", "result", "trivial baseline", "verdict"], cells, align="llrrl")]
     (out / "matrix_check.md").write_text("\n".join(lines) + "\n")
 
 

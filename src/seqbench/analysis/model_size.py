@@ -33,8 +33,19 @@ from pathlib import Path
 from omegaconf.errors import OmegaConfBaseException
 from torch import nn
 
+from seqbench.analysis.gradient_flow import _compose as compose
 from seqbench.data.spec import TaskSpec
+from seqbench.entry import PROJECT_ROOT
 from seqbench.errors import UserError
+from seqbench.nn.attention import MultiHeadAttention
+from seqbench.nn.cells import ReferenceRNN
+from seqbench.nn.min_rnn import MinGRU, MinLSTM
+from seqbench.nn.positions import LearnedPositions
+from seqbench.nn.ssm import SelectiveSSM
+from seqbench.nn.transformer import FeedForward
+from seqbench.provenance import write_record
+from seqbench.tables import table_lines
+from seqbench.training.run import instantiate
 
 # family groups whose presets leave the data to their experiment: the data that experiment uses
 GROUP_DATA = {"probe": ["data=copy"], "pretraining": ["data=sst2"]}  # groups whose presets pick no data
@@ -42,13 +53,6 @@ COMPONENTS = ("embeddings", "positions", "recurrent", "attention", "ffn", "norms
 
 
 def _component(path: str, owner: nn.Module, parents: list[nn.Module]) -> str:
-    from seqbench.nn.attention import MultiHeadAttention
-    from seqbench.nn.cells import ReferenceRNN
-    from seqbench.nn.min_rnn import MinGRU, MinLSTM
-    from seqbench.nn.ssm import SelectiveSSM
-    from seqbench.nn.positions import LearnedPositions
-    from seqbench.nn.transformer import FeedForward
-
     if any(isinstance(p, LearnedPositions) for p in parents):
         return "positions"
     if isinstance(owner, nn.Embedding):
@@ -87,16 +91,12 @@ def tied(model: nn.Module) -> bool:
 
 # -- presets ------------------------------------------------------------------------------------
 def _compose(overrides: list[str]):
-    from seqbench.analysis.gradient_flow import _compose as compose
-
     return compose(overrides)
 
 
 def preset_rows(conf: Path, vocab: int, family_groups: list[str], models: list[str] | None = None) -> list[dict]:
     """One row per preset: conf/model/*.yaml on an LM spec (those named in `models`; None: all), then
     conf/preset/<group>/*.yaml."""
-    from seqbench.run import instantiate
-
     rows = []
     lm_spec = TaskSpec(task="lm", vocab_size=vocab)
     names = models if models is not None else [p.stem for p in sorted((conf / "model").glob("*.yaml"))]
@@ -141,10 +141,9 @@ def _row(preset: str, build, data: str) -> dict:
 def markdown(rows: list[dict]) -> str:
     ok = [r for r in rows if "error" not in r]
     shown = [c for c in COMPONENTS if any(r[c] for r in ok)]
-    lines = ["| preset | data | " + " | ".join(shown) + " | total | tied |", "|---|---|" + "---:|" * (len(shown) + 1) + "---|"]
-    for r in ok:
-        lines.append(f"| {r['preset']} | {r['data']} | " + " | ".join(f"{r[c]:,}" for c in shown)
-                     + f" | {r['total']:,} | {'yes' if r['tied'] else 'no'} |")
+    lines = table_lines(["preset", "data", *shown, "total", "tied"],
+                        ([r["preset"], r["data"], *(f"{r[c]:,}" for c in shown), f"{r['total']:,}", "yes" if r["tied"] else "no"]
+                         for r in ok), align="ll" + "r" * (len(shown) + 1) + "l")
     skipped = [r for r in rows if "error" in r]
     if skipped:
         lines += [""] + [f"- {r['preset']}: not built ({r['error']})" for r in skipped]
@@ -152,8 +151,6 @@ def markdown(rows: list[dict]) -> str:
 
 
 def main(argv: list[str] | None = None) -> str:
-    from seqbench.entry import PROJECT_ROOT
-
     parser = argparse.ArgumentParser(prog="python -m seqbench.analysis.model_size", description=__doc__.split("\n\n")[0])
     parser.add_argument("--vocab", type=int, default=10_000, help="vocabulary of the LM spec for conf/model presets")
     parser.add_argument("--families", nargs="*", default=None,
@@ -170,7 +167,6 @@ def main(argv: list[str] | None = None) -> str:
     if args.out is None:
         print(text)
         return text
-    from seqbench.ledger import write_record
 
     args.out.write_text(text + "\n")
     write_record(args.out.parent, [args.out.name], "python -m seqbench.analysis.model_size " + " ".join(argv or []),

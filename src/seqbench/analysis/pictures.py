@@ -26,10 +26,12 @@ from pathlib import Path
 import torch
 from torch import Tensor, nn
 
+from seqbench.analysis.gradient_flow import build_family, trained_checkpoints
 from seqbench.checkpoints import load_weights
 from seqbench.entry import run_command
 from seqbench.nn.attention import MultiHeadAttention, attention_mask
 from seqbench.nn.positions import sinusoidal_table
+from seqbench.training.loggers import resolve_mode
 
 
 def self_attention_layers(model: nn.Module) -> list[MultiHeadAttention]:
@@ -122,8 +124,6 @@ def plot_attention(probs: list[Tensor], path: Path, title: str, example: int = 0
 
 
 def attention_pictures(runs: Path | list[Path], T: int, families: list[str], out: Path) -> dict[str, Path]:
-    from seqbench.analysis.gradient_flow import build_family, trained_checkpoints
-
     checkpoints = trained_checkpoints(runs, T)
     paths = {}
     for family in families:
@@ -141,8 +141,6 @@ def attention_pictures(runs: Path | list[Path], T: int, families: list[str], out
 
 
 def log_images(paths: dict[str, Path], mode: str, project: str) -> None:
-    from seqbench.loggers import resolve_mode
-
     resolved = "disabled" if mode == "disabled" else resolve_mode(mode)
     if resolved == "disabled" or (mode == "auto" and resolved != "online") or not paths:
         return

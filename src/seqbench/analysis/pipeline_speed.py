@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import csv
-import json
 import os
 import platform
 import re
@@ -32,15 +31,17 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
+from seqbench.data.ptb import PTBDataModule
+from seqbench.nn.recurrent_lm import RecurrentLM, detach_state
+from seqbench.tables import table
+from seqbench.training.record import read_metrics
+
 ROOT = Path(__file__).resolve().parents[3]
 TOKENS_PER_BATCH = 20 * 35
 
 
 def bare_loop(data_dir: str, batches: int, warmup: int = 5) -> float:
     """ms/batch of a plain loop over the same network and batches as `model=lstm data=ptb`."""
-    from seqbench.data.ptb import PTBDataModule
-    from seqbench.nn.recurrent_lm import RecurrentLM, detach_state
-
     torch.manual_seed(0)
     dm = PTBDataModule(data_dir, batch_size=20, bptt=35)
     dm.setup()
@@ -69,7 +70,7 @@ def seqbench_cli(batches: int, workdir: Path) -> float:
            "model.dropout=0", f"trainer.max_steps={batches + 5}", "trainer.limit_val_batches=0", "test=false",
            "logger=csv", "callbacks.run_stats.warmup_steps=5", f"hydra.run.dir={run_dir}"]
     subprocess.run(cmd, check=True, capture_output=True, text=True)
-    return json.loads((run_dir / "metrics.json").read_text())["train/ms_per_batch"]
+    return read_metrics(run_dir)["train/ms_per_batch"]
 
 
 def reference_cli(reference: Path, data_dir: str, batches: int, workdir: Path) -> float:
@@ -131,9 +132,9 @@ def main(argv: list[str] | None = None) -> None:
     base = best.get("reference", best["bare"])
     print(f"\n{platform.processor() or platform.machine()}, torch {torch.__version__}, "
           f"{torch.get_num_threads()} threads, {args.batches} batches x {args.repeats} repeats (best shown)\n")
-    print("| implementation | ms/batch | tokens/s | time vs reference |\n|---|---:|---:|---:|")
-    for name, ms in best.items():
-        print(f"| {name} | {ms:.1f} | {TOKENS_PER_BATCH / ms * 1000:,.0f} | {ms / base:.2f}x |")
+    print(table(["implementation", "ms/batch", "tokens/s", "time vs reference"],
+                ([name, f"{ms:.1f}", f"{TOKENS_PER_BATCH / ms * 1000:,.0f}", f"{ms / base:.2f}x"] for name, ms in best.items()),
+                align="lrrr"))
 
 
 if __name__ == "__main__":

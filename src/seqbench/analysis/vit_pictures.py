@@ -32,8 +32,11 @@ import torch
 from torch import Tensor
 
 from seqbench.checkpoints import load_checkpoint
+from seqbench.data.cifar10 import CIFAR10DataModule
+from seqbench.data.mnist import MNISTDataModule
 from seqbench.entry import run_command
 from seqbench.errors import UserError
+from seqbench.models.vit import ViTModel
 from seqbench.nn.vit import VisionTransformer
 
 
@@ -222,9 +225,6 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--wandb-project", default=None, help="also log the PNGs to this W&B project")
     args = parser.parse_args(argv)
 
-    from seqbench.data.cifar10 import CIFAR10DataModule
-    from seqbench.data.mnist import MNISTDataModule
-    from seqbench.models.vit import ViTModel
 
     ckpt = load_checkpoint(args.ckpt)  # before the data is read: a file that would run code is refused first
     if not isinstance(ckpt, dict) or "state_dict" not in ckpt:

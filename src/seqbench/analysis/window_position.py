@@ -35,7 +35,7 @@ folder's ledger record.
 
 Issue 36, item 6 asks for attention models trained with 256-token windows on both corpora. A window is
 the attention model's `model.context` (the data module cuts training tiles and evaluation windows of
-that length, and the FLOPs budget counts the attention term at that length: seqbench.budget), so one
+that length, and the FLOPs budget counts the attention term at that length: seqbench.training.budget), so one
 override does it (written `++model.context`: a multirun first composes its config without the swept
 presets, where the default model has no `context` to set). The frontier's attention presets at 256
 tokens, then both analyses:
@@ -71,12 +71,20 @@ from pathlib import Path
 
 import torch
 
-from seqbench.analysis.context_usage import LM, WITHIN, group_by_corpus, load_all, paired, sample_targets, windows
+from seqbench.analysis.context_usage import (
+    LM,
+    WITHIN,
+    group_by_corpus,
+    load_all,
+    paired,
+    sample_targets,
+    windows,
+)
 from seqbench.entry import run_command
 from seqbench.errors import UserError
 from seqbench.families import colour
-from seqbench.ledger import write_record
-from seqbench.provenance import command_line
+from seqbench.provenance import command_line, write_record
+from seqbench.tables import table_lines
 
 LENGTH = 256  # a corpus without attention models: the window issue 36 trains attention models at
 BANDS = 16  # the best positions are a band of a sixteenth of the window (16 positions of 256)
@@ -241,22 +249,23 @@ def plot_corpus(corpus: str, curves: list[Curve], path: Path) -> None:
 
 def table(curves: list[Curve], split: str) -> str:
     lines = [f"Loss by position in the window, {split} split; nats per token, mean over the same windows for every "
-             "model of a corpus.", "",
-             "| corpus | family | run | window | windows | loss at position 0 | settles at position | mean over the "
-             "window | last position | evaluation scores | their loss | best positions | their loss | scored − best |",
-             "|---|---|---|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|"]
+             "model of a corpus.", ""]
+    rows = []
     for c in curves:
         s = c.summary
-        head = (f"| {c.lm.corpus} | {c.lm.family} | {c.lm.name} | {c.length} | {s['windows']} | {s['first']:.3f} | "
-                f"{s['settles_at']} | {s['mean']:.3f} | {s['last']:.3f} |")
+        row = [c.lm.corpus, c.lm.family, c.lm.name, c.length, s["windows"], f"{s['first']:.3f}", s["settles_at"],
+               f"{s['mean']:.3f}", f"{s['last']:.3f}"]
         if c.lm.context:
             scored = scored_positions(c.lm.context, s["stride"])
             best = f"{s['best_position']}–{s['best_position'] + s['band'] - 1}" if s["band"] > 1 else s["best_position"]
-            head += (f" {scored.start}–{scored.stop - 1} | {s['scored_loss']:.3f} | {best} | "
-                     f"{s['best_loss']:.3f} | {s['gap']:+.3f} ± {s['gap_se']:.3f} |")
+            row += [f"{scored.start}–{scored.stop - 1}", f"{s['scored_loss']:.3f}", best, f"{s['best_loss']:.3f}",
+                    f"{s['gap']:+.3f} ± {s['gap_se']:.3f}"]
         else:
-            head += " – (state carried) | – | – | – | – |"
-        lines.append(head)
+            row += ["– (state carried)", "–", "–", "–", "–"]
+        rows.append(row)
+    lines += table_lines(["corpus", "family", "run", "window", "windows", "loss at position 0", "settles at position",
+                          "mean over the window", "last position", "evaluation scores", "their loss", "best positions",
+                          "their loss", "scored − best"], rows, align="lllrrrrrrlrrrr")
     lines += ["", "Attention models read the first `context` tokens of each window in one pass, as in training; "
               "recurrent models read the window from a zero state. 'Settles at': the first position within 1 % of "
               "the mean over the window's last quarter. 'Evaluation scores': the positions the sliding-window "

@@ -2,7 +2,7 @@
 
 A probe DataModule (`seqbench.data.synthetic`) puts the loss and accuracy of the predictor that
 learned nothing in `spec.extras["baseline"]`; this callback logs them as `val/baseline_loss` and
-`val/baseline_acc` at every validation, so W&B, the CSV history and `metrics.json` all hold the
+`val/baseline_acc` at every validation, so W&B, the CSV history and the run's record all hold the
 line a curve is read against. On data without a baseline (a corpus) it does nothing.
 """
 

@@ -16,7 +16,7 @@ one process, no workers). On a GPU it counts only the host's share and says litt
 the measure there.
 For a language model it also logs the cumulative training FLOPs (`train/flops`): each batch's target
 tokens times the family's FLOPs per token at that batch's length (`flops_per_token`, the formulas of
-`seqbench.nn.flops`: matmuls, forward + backward). They land in the same CSV row as `val/ppl`, which is what `seqbench.report` plots and reads the
+`seqbench.nn.flops`: matmuls, forward + backward). They land in the same CSV row as `val/ppl`, which is what `seqbench.reports.report` plots and reads the
 "time to a target perplexity" from. The counters are saved in checkpoints, so a resumed run's curve
 continues where it stopped.
 """
@@ -67,7 +67,7 @@ class LearningCurve(L.Callback):
                             "curve/train_cpu_s": self.train_cpu_s, "curve/wall_time_s": self.wall_time_s(), **self.summary()}, rank_zero_only=True)
 
     def summary(self) -> dict[str, float]:
-        """The cumulative training FLOPs, for the history and `metrics.json` (none where not counted)."""
+        """The cumulative training FLOPs, for the history and the run's record (none where not counted)."""
         return {"train/flops": float(self.flops)} if self.counts_flops else {}
 
     def wall_time_s(self) -> float:

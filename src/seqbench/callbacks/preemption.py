@@ -3,7 +3,7 @@ requeued job continues from the step it reached rather than from the last period
 
 Lightning turns SIGTERM into a `SIGTERMException` at the end of the batch it arrives in (a clean
 point: the optimizer step is done) and hands it to every callback's `on_exception`; this one writes
-the checkpoint there. `seqbench.run.train` resumes from `checkpoints/last.ckpt` when a job starts in
+the checkpoint there. `seqbench.training.run.train` resumes from `checkpoints/last.ckpt` when a job starts in
 a directory that holds one, which is what a requeued job does (hydra/launcher=slurm).
 """
 

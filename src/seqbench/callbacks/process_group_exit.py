@@ -10,8 +10,8 @@ in 18 of 90 spawns (3 of 30 alone, 15 of 60 beside two training jobs); destroyin
 0 of 120 (60 at the end of the worker, 60 in an `atexit` handler). Lightning registers that
 handler for NCCL only (`lightning.fabric.utilities.distributed._init_dist_connection`); this callback
 registers it for any backend, in every process the trainer runs in: `ddp_spawn`'s workers, `ddp`'s
-launched ranks and rank zero. It is part of every trainer seqbench builds (`seqbench.run.make_trainer`,
-`seqbench.evaluate`), not of the `callbacks` config a user may edit.
+launched ranks and rank zero. It is part of every trainer seqbench builds (`seqbench.training.run.make_trainer`,
+`seqbench.training.evaluate`), not of the `callbacks` config a user may edit.
 """
 
 from __future__ import annotations

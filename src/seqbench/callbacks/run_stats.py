@@ -6,7 +6,7 @@ its own end, so everything the training loop spends per batch counts — fetchin
 step, every callback and logger, the progress bar — and nothing else: intervals that contain a
 validation pass or an epoch boundary are left out, and so are the first `warmup_steps` batches
 (allocator warm-up, first-call dispatch). Logged as `train/tokens_per_s`, `train/ms_per_batch` and
-`peak_mem_mb`, and kept on the callback for `metrics.json`.
+`peak_mem_mb`, and kept on the callback for the run's record.
 """
 
 from __future__ import annotations

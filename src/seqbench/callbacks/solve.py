@@ -6,7 +6,7 @@ adding: `val/mse` <= 0.01; `seqbench.data.synthetic` puts the criterion in
 stop as soon as it gets there. This is Lightning's `EarlyStopping` with `stopping_threshold` and no
 patience (an unsolved run trains to `trainer.max_steps`); it adds only the record of *when*:
 `steps_to_solve`, the global step of the first validation that met the threshold (None if none
-did), which `seqbench.run` writes into `metrics.json` with `solved` and the criterion. Its
+did), which `seqbench.training.run` writes into the run's record with `solved` and the criterion. Its
 resolution is the validation interval. A metric that turns NaN or infinite also stops the run
 (EarlyStopping's `check_finite`), unsolved.
 
@@ -60,7 +60,7 @@ class StopWhenSolved(EarlyStopping):
             self.steps_to_solve = trainer.global_step
 
     def summary(self) -> dict:
-        """For metrics.json: whether and when the run met the threshold."""
+        """For the run's record: whether and when the run met the threshold."""
         if not self.active:
             return {}
         sign = ">=" if self.mode == "max" else "<="

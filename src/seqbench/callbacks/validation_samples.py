@@ -19,9 +19,12 @@ from __future__ import annotations
 import lightning as L
 import torch
 
-from seqbench.dashboard import wandb_loggers
-
 KEY = "val/samples"
+
+
+def wandb_loggers(trainer) -> list:
+    """The trainer's W&B loggers, by class name (wandb itself is imported only where a run logs to it)."""
+    return [lg for lg in trainer.loggers if type(lg).__name__ == "WandbLogger"]
 
 
 class ValidationSamples(L.Callback):

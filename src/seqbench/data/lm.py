@@ -209,12 +209,17 @@ class LanguageModelDataModule(EpochPlace, L.LightningDataModule):
 
     def train_batch_shape(self, model) -> tuple[int, int]:
         """(rows, length) of a full training batch, all processes together: what one step costs
-        (seqbench.budget). Recurrent families read `bptt`-token windows, attention ones their context."""
+        (seqbench.training.budget). Recurrent families read `bptt`-token windows, attention ones their context."""
         length = model.context if getattr(model, "lm_batching", "stream") == "windows" else self.bptt
         return self.batch_size, length
 
+    def data_record(self) -> dict[str, int]:
+        """The training split's size in tokens, for the run's record: a run's passes over its text are its
+        tokens trained over this (`seqbench.protocol.profiles`: beyond about 4 a run measures repetition)."""
+        return {"data/train_tokens": self.num_tokens("train")}
+
     def eval_context(self, model) -> dict[str, int]:
-        """How much context a scored valid/test token is predicted from, for metrics.json and the report.
+        """How much context a scored valid/test token is predicted from, for the run's record and the report.
 
         Windows: every token after the split's first window is scored with at least `context - stride`
         tokens before it (`eval/min_context`; the default stride, half the context, gives half). A

@@ -1,7 +1,7 @@
 """The data -> model contract: what task a DataModule poses and the sizes a model must read from it.
 
 A model never hard-codes a vocabulary size or a class count; it reads them from the `TaskSpec` of
-the DataModule it is trained on. Families declare the tasks they support, and `seqbench.run` checks
+the DataModule it is trained on. Families declare the tasks they support, and `seqbench.training.run` checks
 the pair before any data is loaded.
 """
 

@@ -36,7 +36,7 @@ from seqbench.nn.bert import BertBackbone, BertConfig, PretrainingHeads
 
 class BertModel(SeqModel):
     #: tasks on which the family reads the words (to cut them into its WordPiece pieces): a corpus of
-    #: bare token ids (the synthetic probes) cannot pose them to it (seqbench.config_check)
+    #: bare token ids (the synthetic probes) cannot pose them to it (seqbench.training.config_check)
     needs_words = ("classification", "tagging")
 
     def __init__(self, spec: TaskSpec, optimizer: Callable, scheduler: Callable | None = None,

@@ -37,7 +37,7 @@ class Classification(nn.Module):
     name = "classification"
     method = "classify"
     label_key = "label"
-    directions = {"loss": "min", "acc": "max"}  # which way each val/ metric improves (seqbench.dashboard)
+    directions = {"loss": "min", "acc": "max"}  # which way each val/ metric improves (seqbench.training.dashboard)
 
     @classmethod
     def from_spec(cls, spec):

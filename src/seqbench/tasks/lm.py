@@ -43,7 +43,7 @@ def log_perplexity(model, metric: MeanMetric, stage: str) -> bool:
 class LanguageModelling(nn.Module):
     name = "lm"
     method = "lm_logits"  # what a family implements to support this task
-    directions = {"loss": "min", "ppl": "min"}  # which way each val/ metric improves (seqbench.dashboard)
+    directions = {"loss": "min", "ppl": "min"}  # which way each val/ metric improves (seqbench.training.dashboard)
 
     @classmethod
     def from_spec(cls, spec) -> "LanguageModelling":

@@ -19,7 +19,7 @@ STAGES = ("train", "val", "test")
 class Regression(nn.Module):
     name = "regression"
     method = "regress"
-    directions = {"loss": "min", "mse": "min"}  # which way each val/ metric improves (seqbench.dashboard)
+    directions = {"loss": "min", "mse": "min"}  # which way each val/ metric improves (seqbench.training.dashboard)
 
     @classmethod
     def from_spec(cls, spec) -> "Regression":

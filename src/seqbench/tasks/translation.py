@@ -62,7 +62,7 @@ def write_translations(run_dir: Path, stage: str, hypotheses: list[str], referen
 class Translation(nn.Module):
     name = "translation"
     method = "translate_logits"
-    directions = {"loss": "min", "ppl": "min", "bleu": "max", "bleu_tok": "max"}  # (seqbench.dashboard)
+    directions = {"loss": "min", "ppl": "min", "bleu": "max", "bleu_tok": "max"}  # (seqbench.training.dashboard)
 
     @classmethod
     def from_spec(cls, spec) -> "Translation":
@@ -175,7 +175,7 @@ class Translation(nn.Module):
                  bleu.last_score.score, bleu.get_signature(), tok.last_score.score, tok.get_signature(), len(hyps))
 
     def summary(self) -> dict:
-        """The last BLEU signatures, for the run's metrics.json beside the numbers."""
+        """The last BLEU signatures, for the run's record beside the numbers."""
         out = {}
         for stage, info in self.last_bleu.items():
             out[f"{stage}/bleu_signature"] = info["signature"]

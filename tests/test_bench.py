@@ -121,3 +121,11 @@ def test_mfu_peak_is_the_stated_bf16_peak_of_any_card_lightning_knows(card, monk
             "NVIDIA H100 PCIe": "h100 pcie"}[card]
     assert peak == pytest.approx(_CUDA_FLOPS[chip][torch.bfloat16] / 1e12)
     assert source == f"stated bf16 dense peak of the {card}"
+
+
+def test_a_variant_may_add_a_model_key_the_preset_lacks():
+    """SSD runs on the SSM's PTB preset with the keys only it has (`headdim`), matched in parameters."""
+    ssm = bench.build_model("ptb/ssm", vocab=10000, length=8)
+    ssd = bench.build_model("ptb/ssm:layer=ssd:d_state=64:headdim=56", vocab=10000, length=8)
+    assert (ssd.hparams.layer, ssd.hparams.headdim, ssd.hparams.d_model) == ("ssd", 56, ssm.hparams.d_model)
+    assert abs(ssd.num_params(non_embedding=True) / ssm.num_params(non_embedding=True) - 1) < 0.01

@@ -74,3 +74,19 @@ def test_the_training_target_is_the_mingru_over_the_lstm_at_the_training_window(
     table = render_train(rec)
     assert f"| {mingru} | 1,000 | 11.0k (1.10x), 10 MB | 20.0k (2.00x), 10 MB |" in table
     assert "ratios to shakespeare/lstm" in table
+
+
+def test_issue_69s_targets_judge_the_ssd_and_the_mamba_block_against_the_lstm_and_the_peers():
+    from seqbench.reports.layer_bench_page import render_targets_69
+
+    rows = [ok("lstm_fused", 512, 20_000), ok("lstm_fused", 2048, 20_000), ok("ssd_chunked", 512, 32_000),
+            ok("ssd_chunked", 2048, 30_000), ok("ssm_loop", 512, 12_000), ok("ssm_loop", 2048, 9_000),
+            ok("mambapy_pscan", 512, 2_000), ok("mambapy_pscan", 2048, 2_000), ok("ssd_minimal", 512, 8_000)]
+    text = render_targets_69({**record(rows), "peers": {"mambapy": "1.2.0"}})
+    assert "| ssd_chunked | lstm_fused | 512 | ≥ 1.5x | 1.60x | yes |" in text
+    assert "| ssd_chunked | lstm_fused | 2,048 | ≥ 2x | 1.50x | **no** |" in text
+    assert "| ssm_loop | mambapy_pscan | 512 | ≥ 5x | 6.00x | yes |" in text
+    assert "| ssm_loop | mambapy_pscan | 2,048 | ≥ 5x | 4.50x | **no** |" in text
+    assert "| ssd_chunked | ssd_minimal | 512 | none | 4.00x | – |" in text  # a ratio shown, not judged
+    assert "| ssd_chunked | ssd_minimal | 2,048 | none | not measured | – |" in text
+    assert "peers: mambapy 1.2.0" in render({**record(rows), "peers": {"mambapy": "1.2.0", "mamba_ssm": None}})

@@ -17,10 +17,10 @@ from seqbench.families import FAMILIES
 from seqbench.training.lightning_warnings import NOT_RESUMABLE
 from seqbench.training.run import train
 
-# the compared families that carry a state across truncated-BPTT windows (the attention families'
-# windows resume in tests/test_attention_lm.py)
+# the language-model families (those with a FLOPs formula, compared or not yet, as SSD) that carry a
+# state across truncated-BPTT windows (the attention families' windows resume in tests/test_attention_lm.py)
 STREAM_FAMILIES = [name for name, family in FAMILIES.items()
-                   if family.compared and family.cls.lm_batching == "stream"]
+                   if family.flops is not None and family.cls.lm_batching == "stream"]
 RESUME = TINY + TINY_RNN + [
     "trainer.limit_train_batches=null", "data.batch_size=4", "data.bptt=8", "model.dropout=0.3",
     "test=false", "callbacks.step_checkpoint.every_n_train_steps=4", "model/scheduler=warmup_cosine",

@@ -188,3 +188,38 @@ def test_fused_scan_takes_the_mixed_dtypes_of_cuda_bf16_autocast():
     y, _ = ssm(x)
     y.sum().backward()
     assert torch.isfinite(x.grad).all() and x.grad.abs().sum() > 0
+
+
+@pytest.mark.parametrize("selective", [True, False])
+def test_materialised_scan_in_checkpointed_pieces_changes_nothing(selective):
+    """The GPU's path (doubling, the (B, K, E, N) coefficients) in pieces of 7 steps against one piece:
+    outputs, state and every gradient, from a carried state (issue 69's chunked scan)."""
+    torch.manual_seed(0)
+    whole = SelectiveSSM(4, selective=selective, scan="doubling", cpu_time_chunk=None, scan_chunk=None).double()
+    pieces = SelectiveSSM(4, selective=selective, scan="doubling", cpu_time_chunk=None, scan_chunk=7).double()
+    pieces.load_state_dict(whole.state_dict())
+    x = torch.randn(2, 30, 4, dtype=torch.float64, requires_grad=True)
+    state = tuple(s.detach().requires_grad_() for s in whole(torch.randn(2, 3, 4, dtype=torch.float64))[1])
+    results = []
+    for ssm in (whole, pieces):
+        y, (conv, h) = ssm(x, state)
+        loss = (y * torch.cos(y)).sum() + h.sum()
+        results.append([y, conv, h, *torch.autograd.grad(loss, [x, *state, *ssm.parameters()])])
+    for got, want in zip(*results):
+        assert (got - want).abs().max() <= 1e-12
+
+
+def test_the_materialised_scan_keeps_nothing_the_size_of_the_whole_windows_coefficients():
+    """What the forward saves for the backward (every tensor autograd keeps) adds up to under half of one
+    (B, T, E, N) tensor: the layer's (B, T, E) activations, while the pieces' coefficients and states are
+    recomputed, not kept (kept, they are several times that tensor)."""
+    torch.manual_seed(0)
+    ssm = SelectiveSSM(8, d_state=32, scan="doubling", cpu_time_chunk=None, scan_chunk=16)
+    x = torch.randn(2, 256, 8, requires_grad=True)
+    saved = []
+    with torch.autograd.graph.saved_tensors_hooks(lambda t: saved.append(t.numel()) or t, lambda t: t):
+        y, _ = ssm(x)
+    Bsz, T, E, N = 2, 256, ssm.d_inner, ssm.d_state
+    assert sum(saved) < Bsz * T * E * N / 2
+    y.sum().backward()  # and the recomputation gives the gradients (the piece test checks their values)
+    assert x.grad.abs().sum() > 0

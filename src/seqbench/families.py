@@ -114,6 +114,9 @@ FAMILIES: dict[str, Family] = {f.name: f for f in (
     Family("ssm", _PARALLEL, "navy", kind="recurrent", base="mingru", selector={"layer": "ssm"},
            flops=parallel_recurrent_train_flops, compared=True, tiny=_TINY_PARALLEL,
            **_PARALLEL_SIZE),
+    # Mamba-2's SSD (issue 69): not compared until its frontier presets are sized by the sizing work
+    Family("ssd", _PARALLEL, "royalblue", kind="recurrent", base="mingru", selector={"layer": "ssd"},
+           flops=parallel_recurrent_train_flops, tiny=(*_TINY_PARALLEL, "model.headdim=8")),
     Family("transformer", "seqbench.models.transformer.TransformerModel", "C3", kind="attention", base="gpt",
            flops=attention_forward_flops, compared=True, tiny=(*_SMALL_ATTENTION, "model.context=32"),
            **_ATTENTION_SIZE),

@@ -9,7 +9,8 @@ The models are the ones the comparison trains: each family is composed from its 
 `python src/train.py preset=<preset>` would build it, with the attention models' `context` set to
 the sequence length. A family may carry variants after colons: `ptb/gpt:reference` is GPT with the
 written-out attention instead of SDPA, the "no flash" case whose memory grows as T²; `key=value` sets
-`model.key` (`ptb/gpt:dropout=0`). Dropout matters beyond regularisation here: PyTorch's CPU flash
+`model.key` (`ptb/gpt:dropout=0`), or adds it (`ptb/ssm:layer=ssd:d_state=64:headdim=56` is Mamba-2's SSD
+on the SSM's preset: the same width and depth, 594,934 parameters without embeddings against 596,992). Dropout matters beyond regularisation here: PyTorch's CPU flash
 kernel refuses attention dropout, so the presets (dropout 0.1) run SDPA's unfused math path on a CPU,
 and only the `dropout=0` variants show what the fused kernel does. Every row records the attention
 kernel that ran (`attention_kernel`, read from the profiler: flash, efficient, cudnn, math, or
@@ -82,7 +83,8 @@ def preset_config(family: str):
     preset, *variants = family.split(":")
     overrides = [f"preset={preset}", "logger=csv"]
     for variant in variants:
-        overrides.append("model.attn_impl=reference" if variant == "reference" else f"model.{variant}")
+        # `++`: a key the preset's model config lacks is added (SSD's `headdim` on the SSM's preset)
+        overrides.append("model.attn_impl=reference" if variant == "reference" else f"++model.{variant}")
     register_resolvers()
     return compose_final(overrides)
 

@@ -23,8 +23,22 @@ Methods (each scan implementation runs on every device; `default_method` says wh
   is recorded as an error row: CUDA's flash kernel needs --bf16).
 - mingru_<scan>, minlstm_<scan>: `seqbench.nn.min_rnn` with hidden = D, scan in loop / doubling / log.
 - ssm_<scan>: `seqbench.nn.ssm.SelectiveSSM(D)` (expand 2, d_state 16): "loop" is its fused
-  step-by-step selective scan, "doubling" the materialised (B, T, E, N) coefficients through the
-  doubling scan.
+  step-by-step selective scan, "doubling" the materialised coefficients, (B, 256, E, N) at a time,
+  through the doubling scan.
+- ssd_chunked: `seqbench.nn.ssd.SSD(D)`, Mamba-2's block (expand 2, d_state 64, head dimension 64,
+  chunks of 64) with its chunked SSD.
+
+The public pure-PyTorch peers (issue 69), at the same shapes and precision (`pip install -e .[peers]`;
+a peer that does not import is an error row saying so):
+
+- mambapy_pscan: `mambapy.mamba.MambaBlock` (PyPI `mambapy`, MIT) with its Blelloch parallel scan, the
+  Mamba-1 block at d_state 16, expand 2, Δ's rank ceil(D / 16), as `ssm_loop`.
+- ssd_minimal: `ssd_chunked`'s block with its SSD replaced by `ssd_minimal_discrete`, the reference
+  of `mamba-ssm` (Apache-2.0; the paper's Listing 1), loaded from the file `--ssd-minimal` names (e.g.
+  `mamba_ssm/modules/ssd_minimal.py` of the package's sdist: its Triton import is stubbed, never
+  called). The same projections, conv and norm: the rows differ only in the SSD's implementation.
+
+The record keeps the peers' versions (`peers`).
 
 Every method runs in its own child process, its T in increasing order, so the CPU peak memory is
 that method's own, and a case killed by the OS for memory loses only that method's larger T.
@@ -40,14 +54,18 @@ machine: `PYTHONPATH=src python -m seqbench.analysis.layer_bench ...`.
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
+import importlib.util
 import json
 import os
+import re
 import resource
 import shlex
 import statistics
 import subprocess
 import sys
 import time
+import types
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -57,6 +75,7 @@ from torch import nn
 
 from seqbench.nn.min_rnn import MinGRU, MinLSTM
 from seqbench.nn.scan import METHODS as SCANS
+from seqbench.nn.ssd import SSD
 from seqbench.nn.ssm import SelectiveSSM
 from seqbench.provenance import write_record
 
@@ -88,7 +107,7 @@ class AttentionSublayer(nn.Module):
         return self.out(y.transpose(1, 2).reshape(B, T, C))  # (B, nh, T, hs) -> (B, T, C)
 
 
-def methods(device: str) -> dict[str, tuple]:
+def methods(device: str, ssd_minimal: str | None = None) -> dict[str, tuple]:
     """name -> (build(width) -> module, forward(module, x) -> output, time exponent in T).
 
     CUDA adds the memory-efficient SDPA kernel: flash needs fp16/bf16, so in float32 it is the fused
@@ -105,7 +124,64 @@ def methods(device: str) -> dict[str, tuple]:
     for scan in SCANS:
         if scan != "log":  # the SSM's b = Δ B u changes sign: the log-space scan does not apply
             table[f"ssm_{scan}"] = (lambda D, scan=scan: SelectiveSSM(D, scan=scan), lambda m, x: m(x)[0], 1)
+    table["ssd_chunked"] = (lambda D: SSD(D), lambda m, x: m(x)[0], 1)
+    table["mambapy_pscan"] = (_mambapy_block, lambda m, x: m(x), 1)
+    table["ssd_minimal"] = (lambda D: _SSDMinimal(D, ssd_minimal), lambda m, x: m(x)[0], 1)
     return table
+
+
+def _mambapy_block(width: int) -> nn.Module:
+    """mambapy's Mamba-1 block with its parallel scan, at `SelectiveSSM`'s sizes."""
+    from mambapy.mamba import MambaBlock, MambaConfig
+
+    return MambaBlock(MambaConfig(d_model=width, n_layers=1, d_state=16, expand_factor=2, d_conv=4, pscan=True))
+
+
+def load_ssd_minimal(path: str | None):
+    """`ssd_minimal_discrete` from mamba-ssm's `ssd_minimal.py` at `path`, without mamba-ssm installed: the
+    file's one import of the package (the fused Triton kernel it compares with) gets an empty stand-in."""
+    if not path:
+        raise FileNotFoundError("no --ssd-minimal: give the path of mamba-ssm's mamba_ssm/modules/ssd_minimal.py")
+    names = ["mamba_ssm", "mamba_ssm.ops", "mamba_ssm.ops.triton", "mamba_ssm.ops.triton.ssd_combined"]
+    for name in names:
+        sys.modules.setdefault(name, types.ModuleType(name))
+    sys.modules[names[-1]].mamba_chunk_scan_combined = None
+    spec = importlib.util.spec_from_file_location("ssd_minimal", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.ssd_minimal_discrete
+
+
+def _package_version(path: str | None) -> str | None:
+    """The `__version__` in the `__init__.py` of the package two folders above `path` (mamba_ssm/modules/x.py)."""
+    init = Path(path).resolve().parents[1] / "__init__.py" if path else None
+    if init is None or not init.exists():
+        return None
+    found = re.search(r"__version__\s*=\s*['\"]([^'\"]+)", init.read_text())
+    return found.group(1) if found else None
+
+
+class _SSDMinimal(SSD):
+    """`SSD` with mamba-ssm's `ssd_minimal_discrete` as its SSD (same weights, conv, norm and CPU pieces)."""
+
+    def __init__(self, width: int, path: str | None):
+        super().__init__(width)
+        self.reference = load_ssd_minimal(path)
+
+    def ssd(self, x, log_a, B, C, h0):
+        # ssd_minimal takes whole chunks (a window shorter than one is one chunk, as `ssd_chunked` makes
+        # it) and the initial state with a chunk axis: (B, 1, H, P, N)
+        block = min(self.chunk, x.shape[1])
+        return self.reference(x, log_a, B, C, block, None if h0 is None else h0.unsqueeze(1))
+
+
+def peer_versions(ssd_minimal: str | None) -> dict:
+    """The peers' versions as installed (mambapy) or as found beside the file (mamba-ssm)."""
+    try:
+        mambapy = importlib.metadata.version("mambapy")
+    except importlib.metadata.PackageNotFoundError:
+        mambapy = None
+    return {"mambapy": mambapy, "mamba_ssm": _package_version(ssd_minimal), "ssd_minimal": ssd_minimal}
 
 
 def _free_memory(device: torch.device) -> int:
@@ -165,15 +241,17 @@ def time_case(build, forward, device, T: int, args, meter: Meter) -> dict:
             grad = torch.randn_like(out)
         out.backward(grad)
         sync()
-        elapsed = time.perf_counter() - start
+        elapsed, cpu_elapsed = time.perf_counter() - start, time.process_time() - cpu_start
         if i >= args.warmup:
             times.append(elapsed)
-            cpu_times.append(time.process_time() - cpu_start)
+            cpu_times.append(cpu_elapsed)
         if elapsed > args.max_case_s or sum(times) > args.budget_s:
             break  # the prediction missed: keep what was measured rather than run on
         del out
+    # a warm-up past the limit leaves no timed repeat: that run's time then, on the clock asked for (on
+    # a loaded CPU its wall time can be 10x its CPU time, and the rows of one table must share a clock)
     wall = statistics.median(times) if times else elapsed
-    cpu = statistics.median(cpu_times) if cpu_times else None
+    cpu = statistics.median(cpu_times) if cpu_times else cpu_elapsed
     seconds = cpu if args.clock == "cpu" and cpu is not None else wall
     return {"status": "ok", "seconds": seconds, "wall_seconds": wall, "cpu_seconds": cpu,
             "repeats": len(times),
@@ -183,9 +261,15 @@ def time_case(build, forward, device, T: int, args, meter: Meter) -> dict:
 
 def run_method(name: str, args) -> list[dict]:
     """All T of one layer method, in this process (the child), skipping what would not fit."""
-    build, forward, exponent = methods(args.device)[name]
+    build, forward, exponent = methods(args.device, args.ssd_minimal)[name]
     return run_cases(name, args, lambda device, T, a, meter: time_case(build, forward, device, T, a, meter),
                      exponent)
+
+
+def _why(err: Exception) -> str:
+    """An exception in one line: its type and the first line of its message (an assert may have none)."""
+    first = (str(err).splitlines() or [""])[0][:200]
+    return f"{type(err).__name__}: {first}" if first else type(err).__name__
 
 
 def run_cases(name: str, args, timer, exponent: int) -> list[dict]:
@@ -202,7 +286,7 @@ def run_cases(name: str, args, timer, exponent: int) -> list[dict]:
         once = argparse.Namespace(**{**vars(args), "warmup": 0, "repeats": 1})
         timer(device, 2, once, Meter(device))
     except Exception as err:  # a backend the device lacks, an unsupported dtype: say so, for every T
-        failure = f"error: {type(err).__name__}: {str(err).splitlines()[0][:200]}"
+        failure = f"error: {_why(err)}"
     meter = Meter(device)
     for T in sorted(args.T):
         row = {"method": name, "T": T}
@@ -211,7 +295,7 @@ def run_cases(name: str, args, timer, exponent: int) -> list[dict]:
             try:
                 prev = {"T": CALIBRATION_T, **timer(device, CALIBRATION_T, args, meter)}
             except Exception as err:
-                reason = f"error: {type(err).__name__}: {str(err).splitlines()[0][:200]}"
+                reason = f"error: {_why(err)}"
         if reason is None and prev["status"] != "ok":
             reason = "skipped: a shorter T was skipped"
         if reason is None:
@@ -227,9 +311,9 @@ def run_cases(name: str, args, timer, exponent: int) -> list[dict]:
             try:
                 row.update(timer(device, T, args, meter))
             except torch.OutOfMemoryError as err:
-                row.update(status=f"out of memory: {str(err).splitlines()[0][:200]}")
+                row.update(status=f"out of memory: {_why(err)}")
             except Exception as err:
-                row.update(status=f"error: {type(err).__name__}: {str(err).splitlines()[0][:200]}")
+                row.update(status=f"error: {_why(err)}")
             if device.type == "cuda":
                 torch.cuda.empty_cache()
         else:
@@ -311,6 +395,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--budget-s", type=float, default=30.0,
                    help="stop repeating a case after this many seconds")
     p.add_argument("--methods", nargs="+", default=None, help="a subset of the methods (default: all)")
+    p.add_argument("--ssd-minimal", default=None,
+                   help="mamba-ssm's mamba_ssm/modules/ssd_minimal.py (e.g. from its sdist), for the ssd_minimal row")
     p.add_argument("--out", default=None, help="JSON file for the results")
     p.add_argument("--method", default=None, help=argparse.SUPPRESS)  # the child's one method
     args = p.parse_args(argv)
@@ -331,7 +417,7 @@ def main(argv: list[str] | None = None) -> dict:
     if args.method:  # a child: one method, rows on stdout
         run_method(args.method, args)
         return {}
-    settings = {"width": args.width, "bf16": args.bf16}
+    settings = {"width": args.width, "bf16": args.bf16, "peers": peer_versions(args.ssd_minimal)}
     return run_all("seqbench.analysis.layer_bench", argv, args,
                    args.methods or list(methods(args.device)), REFERENCES, settings)
 

@@ -1,5 +1,6 @@
-"""The parallel-recurrence families: minGRU, minLSTM (Feng et al. 2024) and a selective SSM (Mamba-1
-style, Gu & Dao 2023), one LightningModule for the three, chosen by `layer` (issue 35).
+"""The parallel-recurrence families: minGRU, minLSTM (Feng et al. 2024), a selective SSM (Mamba-1
+style, Gu & Dao 2023; issue 35) and Mamba-2's SSD (Dao & Gu 2024; issue 69), one LightningModule for the
+four, chosen by `layer`.
 
 The network is `seqbench.nn.parallel_stack`: embedding -> N pre-norm residual blocks of the layer ->
 LayerNorm -> head. The layers' state is linear in itself, so training reads a whole window as one
@@ -54,6 +55,7 @@ class ParallelRecurrentModel(StreamLM, SequenceHeads):
         d_conv: int = 4,
         selective: bool = True,
         scan: Literal["loop", "doubling", "log"] | None = None,
+        headdim: int = 64,
         bidirectional: bool = False,
         pooling: Literal["last", "mean", "max"] = "last",
     ) -> None:
@@ -62,8 +64,8 @@ class ParallelRecurrentModel(StreamLM, SequenceHeads):
         self.save_hyperparameters(ignore=["spec", "optimizer", "scheduler"], logger=False)
         self.pooling = pooling
         options = {"d_state": d_state, "expand": expand, "d_conv": d_conv, "selective": selective,
-                   "scan": scan}
-        if layer != "ssm" and not selective:
+                   "scan": scan, "headdim": headdim}
+        if layer != "ssm" and not selective:  # SSD's decay reads the input too; it has no control of its own
             raise ConfigError("model.selective=false builds the time-invariant SSM control; it means "
                               f"nothing for model.layer={layer}: set model=ssm.")
         self.build_network(layer, d_model, num_layers, dropout, tie_weights, bidirectional, options)
@@ -88,12 +90,14 @@ class ParallelRecurrentModel(StreamLM, SequenceHeads):
 
     # -- lm ---------------------------------------------------------------------------------------
     def flops_per_token(self, length: int | None = None) -> float | None:
-        """Training FLOPs per token (`seqbench.nn.flops`); a step's cost does not depend on T."""
+        """Training FLOPs per token (`seqbench.nn.flops`); a step's cost does not depend on T, except
+        SSD's, whose chunks are min(chunk, T) steps long."""
         if self.spec.task != "lm":
             return None
         h = self.hparams
+        ssd = {"headdim": h.headdim, "length": length} if h.layer == "ssd" else {}
         return parallel_recurrent_train_flops(h.layer, h.d_model, h.num_layers, self.spec.vocab_size,
-                                              h.d_state, h.expand, h.d_conv)
+                                              h.d_state, h.expand, h.d_conv, **ssd)
 
     @torch.no_grad()
     def generate(self, prompt: torch.Tensor, max_new_tokens: int, temperature: float = 1.0,

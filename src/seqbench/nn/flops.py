@@ -29,6 +29,11 @@ Parallel recurrences (d = d_model), per layer and token, forward (`parallel_recu
         selective scan's contractions, 8·E·N for training: the readout C·h (2·E·N forward, 2·E·N for
         C's gradient) and the injection Δu ⊗ B, an outer product (elementwise) whose backward
         contracts twice (Δu's and B's gradients, 2·E·N each). On this count the scan is not 3x a forward.
+    SSD, Mamba-2 (E = expand·d, N = d_state, P = headdim, H = E / P heads, G = 1 group, k = d_conv,
+        Q = min(chunk, T) the chunk length): in_proj 2·d·(2E + 2GN + H) + the depthwise conv over x, B, C
+        2·(E + 2GN)·k + out_proj 2·E·d; the chunked SSD's matmuls, C Bᵀ in a chunk 2·Q·G·N, its product
+        with X 2·Q·E, the chunk states 2·E·N and their read-out 2·E·N, all 3x for training (each matmul's
+        backward is two of its size), and times T'/T where T' is T padded up to whole chunks.
 Both, once per token: the output projection to the vocabulary, 2·d·V (d = H for a recurrent LM).
 
 `tests/test_flops.py` checks each family's number against FlopCounterMode on one training step.
@@ -67,9 +72,11 @@ def train_flops(forward_flops_per_token: float) -> float:
 
 def parallel_recurrent_train_flops(layer: str, d_model: int, num_layers: int, vocab_size: int,
                                    d_state: int = 16, expand: int = 2, d_conv: int = 4,
-                                   dt_rank: int | None = None) -> int:
-    """Training FLOPs per token of a minGRU / minLSTM / selective-SSM language model (the header's terms).
-    `dt_rank` None: Mamba's ceil(d / 16), as `seqbench.nn.ssm.SelectiveSSM` sets it."""
+                                   dt_rank: int | None = None, headdim: int = 64, chunk: int = 64,
+                                   length: int | None = None) -> float:
+    """Training FLOPs per token of a minGRU / minLSTM / selective-SSM / SSD language model (the header's
+    terms). `dt_rank` None: Mamba's ceil(d / 16), as `seqbench.nn.ssm.SelectiveSSM` sets it. SSD only:
+    `headdim`, `chunk` (`seqbench.nn.ssd.SSD`'s) and the window `length` (None: whole chunks)."""
     d = d_model
     if layer in ("mingru", "minlstm"):
         per_layer, scan = 2 * (2 if layer == "mingru" else 3) * d * d, 0
@@ -77,6 +84,14 @@ def parallel_recurrent_train_flops(layer: str, d_model: int, num_layers: int, vo
         E, N, R = expand * d, d_state, dt_rank or -(-d // 16)
         per_layer = 4 * d * E + 2 * E * (R + 2 * N) + 2 * R * E + 2 * E * d + 2 * E * d_conv
         scan = 8 * E * N
+    elif layer == "ssd":
+        E, N, G = expand * d, d_state, 1
+        H = E // headdim
+        Q = chunk if length is None else min(chunk, length)
+        padded = 1.0 if length is None else -(-length // Q) * Q / length  # T' / T
+        chunks = 2 * Q * G * N + 2 * Q * E + 4 * E * N  # C Bᵀ, its product with X, the states, their read-out
+        per_layer = 2 * d * (2 * E + 2 * G * N + H) + 2 * (E + 2 * G * N) * d_conv + 2 * E * d + chunks * padded
+        scan = 0
     else:
         raise ValueError(f"no FLOPs formula for the layer {layer!r}")
     return TRAIN_MULTIPLIER * (num_layers * per_layer + 2 * d * vocab_size) + num_layers * scan

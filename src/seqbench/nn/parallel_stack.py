@@ -1,14 +1,14 @@
-"""The networks of the parallel-recurrence families (minGRU, minLSTM, the selective SSM).
+"""The networks of the parallel-recurrence families (minGRU, minLSTM, the selective SSM, Mamba-2's SSD).
 
-One stack for all three, as Feng et al. (2024) and Mamba (Gu & Dao 2023) build their language
+One stack for all four, as Feng et al. (2024) and Mamba (Gu & Dao 2023) build their language
 models: embedding -> N pre-norm residual blocks of the layer (`seqbench.nn.ssm.ResidualBlock`) ->
 a final LayerNorm -> the head. Every layer maps (B, T, d) -> (B, T, d), so the residual stream keeps
-one width and the block needs no projection of its own (the SSM expands inside itself).
+one width and the block needs no projection of its own (the SSM and SSD expand inside themselves).
 
 Each stack runs two ways on the same weights: `forward(x, state)` over a whole sequence (the
 parallel scan, for training and for reading a prompt) and `step(x_t, state)` one token at a time
 (generation, O(1) per token). The state is a tuple with one entry per layer (minGRU/minLSTM: h
-(B, d); SSM: (conv inputs, h)), batch first, carried across truncated-BPTT windows by the model.
+(B, d); SSM and SSD: (conv inputs, h)), batch first, carried across truncated-BPTT windows by the model.
 
 `ParallelEncoder` reads whole sentences or images for the encoder heads. A causal stack reads right-
 padded rows correctly as they are (no padding precedes a real position); the bidirectional one adds a
@@ -27,6 +27,7 @@ from torch import Tensor, nn
 from seqbench.nn.min_rnn import MinGRU, MinLSTM
 from seqbench.nn.mixer import MixerLayer, resolve
 from seqbench.nn.recurrent_encoder import masked_pool
+from seqbench.nn.ssd import SSD
 from seqbench.nn.ssm import ResidualBlock, SelectiveSSM
 
 def _min_rnn(cls) -> Callable[..., nn.Module]:
@@ -38,19 +39,24 @@ def _min_rnn(cls) -> Callable[..., nn.Module]:
 LAYERS: dict[str, Callable[..., nn.Module]] = {
     "mingru": _min_rnn(MinGRU),
     "minlstm": _min_rnn(MinLSTM),
-    "ssm": lambda d_model, d_state=16, expand=2, d_conv=4, selective=True, scan=None: SelectiveSSM(
+    "ssm": lambda d_model, d_state=16, expand=2, d_conv=4, selective=True, scan=None, **_: SelectiveSSM(
         d_model, d_state, expand, d_conv, selective=selective, scan=scan),
+    # Mamba-2: its chunked SSD needs no scan method (the recurrence runs over chunks, not steps)
+    "ssd": lambda d_model, d_state=64, expand=2, d_conv=4, headdim=64, **_: SSD(
+        d_model, d_state, expand, d_conv, headdim),
 }
 Layer = Literal[tuple(LAYERS)]
 
 
 def make_layer(layer: str, d_model: int, d_state: int = 16, expand: int = 2, d_conv: int = 4,
-               selective: bool = True, scan: str | None = None, mixer_options: dict | None = None) -> nn.Module:
+               selective: bool = True, scan: str | None = None, headdim: int = 64,
+               mixer_options: dict | None = None) -> nn.Module:
     """One sequence mixer of width d_model: forward(x, state) and step(x_t, state), both -> (y, state).
     `layer` is a name of `LAYERS`, or the import path of a layer from outside (`seqbench.nn.mixer`), built
     with `mixer_options`."""
     if layer in LAYERS:
-        return LAYERS[layer](d_model, d_state=d_state, expand=expand, d_conv=d_conv, selective=selective, scan=scan)
+        return LAYERS[layer](d_model, d_state=d_state, expand=expand, d_conv=d_conv, selective=selective, scan=scan,
+                             headdim=headdim)
     if ":" in layer or "." in layer:
         return MixerLayer(resolve(layer), d_model, layer, **dict(mixer_options or {}))
     raise ValueError(f"unknown layer {layer!r}; choose one of {', '.join(LAYERS)} or give an import path")

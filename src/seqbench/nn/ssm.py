@@ -13,9 +13,10 @@ same conv, gate and sizes): Δ, B and C are parameters of shape (E,), (E, N), (E
 changes, so the recurrence is one fixed linear filter, which cannot select what to remember by
 content (the paper's selective-copying argument, Table 1: S4 18.3 % against Mamba's 99.8 %).
 
-The parallel form materialises the (B, T, E, N) coefficients and runs `linear_scan` over them;
-Mamba's CUDA kernel fuses this in SRAM instead. On a CPU (scan "loop", the default there) the
-selective block runs `_SelectiveScan` instead, which never materialises them.
+The parallel form materialises the (B, K, E, N) coefficients of K = `scan_chunk` steps at a time and
+runs `linear_scan` over them, each piece checkpointed so nothing (B, T, E, N) is held for the whole
+window (issue 69); Mamba's CUDA kernel fuses this in SRAM instead. On a CPU (scan "loop", the default
+there) the selective block runs `_SelectiveScan` instead, which never materialises them.
 """
 
 from __future__ import annotations
@@ -26,10 +27,13 @@ import math
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
+from torch.utils.checkpoint import checkpoint
 
+from seqbench.nn.causal_conv import causal_conv
 from seqbench.nn.scan import default_method, linear_scan, scan_step, without_autocast
 
 SSMState = tuple[Tensor, Tensor]  # (conv inputs (B, E, kernel - 1), h (B, E, N))
+_LOG2E = math.log2(math.e)
 
 
 class _SelectiveScan(torch.autograd.Function):
@@ -38,10 +42,14 @@ class _SelectiveScan(torch.autograd.Function):
     The CPU path. It never builds a (B, T, E, N) tensor: each step's (B, E, N) work stays in
     cache and writes into a few buffers allocated once, and every reduction (C . h, the gradients
     of x, Δ, A, B, C) happens inside the step that has its operands at hand. On a CPU a fresh
-    buffer of that size costs more in page faults than the arithmetic done in it, one batched
-    matrix-vector product over all B T tiny (E, N) matrices runs at a fraction of a GFLOP/s, and
-    `sum(dim=-1)` over N = 16 contiguous numbers is several times slower than the (B, E, N) @
-    (B, N, 1) product used here.
+    buffer of that size costs more in page faults than the arithmetic done in it.
+
+    Inside, the state is laid out (B, N, E), E last (issue 69): the read-out C_t . h_t and the input's
+    gradient B_t . g_t are then a row vector times an (N, E) matrix, which BLAS runs at ~7x the rate
+    of the (E, N) matrix times a column of 16 the (B, E, N) layout needs (measured on the AMD EPYC
+    VM, one thread, B 16, E 512); the two reductions over E (C's and B's gradients) become a product
+    and a sum over contiguous rows. The decay is exp2(Δ_t A log2 e), the same number: torch's exp2 ran
+    1.6x faster than exp there, and the decay's exponential is the scan's largest single cost.
 
     Memory: the forward keeps h only every CHUNK steps; the backward recomputes one chunk's states
     and decays at a time (gradient checkpointing inside the scan), so the state costs
@@ -58,21 +66,23 @@ class _SelectiveScan(torch.autograd.Function):
     def forward(ctx, x, delta, A, B, C, h0):
         Bsz, T, E = x.shape
         N, K = A.shape[1], _SelectiveScan.CHUNK
-        checkpoints = x.new_empty((T + K - 1) // K, Bsz, E, N)  # h before steps 0, K, 2K, ...
+        A2 = (A * _LOG2E).t().contiguous()  # (N, E): exp(Δ A) = exp2(Δ A log2 e)
+        checkpoints = x.new_empty((T + K - 1) // K, Bsz, N, E)  # h before steps 0, K, 2K, ...
         y = x.new_empty(Bsz, T, E)
-        decay, inject, column = x.new_empty(Bsz, E, N), x.new_empty(Bsz, E, N), x.new_empty(Bsz, E, 1)
-        h, h_next = (x.new_zeros(Bsz, E, N) if h0 is None else h0.clone()), x.new_empty(Bsz, E, N)
+        decay, inject, row = x.new_empty(Bsz, N, E), x.new_empty(Bsz, N, E), x.new_empty(Bsz, 1, E)
+        h = x.new_zeros(Bsz, N, E) if h0 is None else h0.transpose(1, 2).contiguous()
+        h_next = x.new_empty(Bsz, N, E)
         for t in range(T):
             if t % K == 0:
                 checkpoints[t // K] = h
-            torch.mul(delta[:, t].unsqueeze(-1), A, out=decay).exp_()
-            torch.mul(x[:, t].unsqueeze(-1), B[:, t].unsqueeze(1), out=inject)  # x_t ⊗ B_t
+            torch.exp2(torch.mul(delta[:, t].unsqueeze(1), A2, out=decay), out=decay)
+            torch.mul(B[:, t].unsqueeze(-1), x[:, t].unsqueeze(1), out=inject)  # B_t ⊗ x_t, (B, N, E)
             torch.addcmul(inject, decay, h, out=h_next)
             h, h_next = h_next, h
-            y[:, t] = torch.bmm(h, C[:, t].unsqueeze(-1), out=column).squeeze(-1)
+            y[:, t] = torch.bmm(C[:, t].unsqueeze(1), h, out=row).squeeze(1)  # C_t . h_t
         ctx.has_h0 = h0 is not None
         ctx.save_for_backward(x, delta, A, B, C, checkpoints)
-        return y, h.clone()
+        return y, h.transpose(1, 2).contiguous()
 
     @staticmethod
     @torch.autograd.function.once_differentiable
@@ -81,45 +91,51 @@ class _SelectiveScan(torch.autograd.Function):
         x, delta, A, B, C, checkpoints = ctx.saved_tensors
         Bsz, T, E = x.shape
         N, K = A.shape[1], _SelectiveScan.CHUNK
+        A2, A_t = (A * _LOG2E).t().contiguous(), A.t().contiguous()  # (N, E)
         new = lambda *shape: x.new_empty(*shape)  # noqa: E731
         grad_x, grad_delta, grad_B, grad_C = new(Bsz, T, E), new(Bsz, T, E), new(Bsz, T, N), new(Bsz, T, N)
-        H, D = new(K, Bsz, E, N), new(K, Bsz, E, N)  # one chunk's states and decays, recomputed
-        g, g_next, decay_next, work = (new(Bsz, E, N) for _ in range(4))
-        column, row, ones = new(Bsz, E, 1), new(Bsz, 1, N), x.new_ones(N)
-        grad_A_per_row = x.new_zeros(Bsz, E, N)  # summed over the batch at the end
+        H, D = new(K, Bsz, N, E), new(K, Bsz, N, E)  # one chunk's states and decays, recomputed
+        g, g_next, decay_next, work = (new(Bsz, N, E) for _ in range(4))
+        row = new(Bsz, 1, E)
+        grad_A_per_row = x.new_zeros(Bsz, N, E)  # summed over the batch at the end
+        grad_hT = None if grad_hT is None else grad_hT.transpose(1, 2)
         for c in range(len(checkpoints) - 1, -1, -1):
             t0, t1 = c * K, min(T, (c + 1) * K)
             h = checkpoints[c]
             for t in range(t0, t1):  # the forward again, keeping this chunk's h_t and exp(Δ_t A)
-                torch.mul(delta[:, t].unsqueeze(-1), A, out=D[t - t0]).exp_()
-                torch.mul(x[:, t].unsqueeze(-1), B[:, t].unsqueeze(1), out=work)
+                torch.exp2(torch.mul(delta[:, t].unsqueeze(1), A2, out=D[t - t0]), out=D[t - t0])
+                torch.mul(B[:, t].unsqueeze(-1), x[:, t].unsqueeze(1), out=work)
                 h = torch.addcmul(work, D[t - t0], h, out=H[t - t0])
             for t in range(t1 - 1, t0 - 1, -1):
-                dy = grad_y[:, t].unsqueeze(-1)  # (B, E, 1)
-                # g_t = dL/dh_t = dy_t ⊗ C_t + exp(Δ_{t+1} A) g_{t+1} (+ dL/dh_T at the last step)
-                torch.mul(dy, C[:, t].unsqueeze(1), out=g)
+                dy = grad_y[:, t].unsqueeze(1)  # (B, 1, E)
+                # g_t = dL/dh_t = C_t ⊗ dy_t + exp(Δ_{t+1} A) g_{t+1} (+ dL/dh_T at the last step)
+                torch.mul(C[:, t].unsqueeze(-1), dy, out=g)
                 if t < T - 1:
                     g.addcmul_(D[t + 1 - t0] if t + 1 < t1 else decay_next, g_next)
                 elif grad_hT is not None:
                     g.add_(grad_hT)
-                grad_C[:, t] = torch.bmm(dy.transpose(1, 2), H[t - t0], out=row).squeeze(1)  # sum_e dy h_t
-                grad_x[:, t] = torch.bmm(g, B[:, t].unsqueeze(-1), out=column).squeeze(-1)
-                grad_B[:, t] = torch.bmm(x[:, t].unsqueeze(1), g, out=row).squeeze(1)
+                grad_C[:, t] = torch.mul(H[t - t0], dy, out=work).sum(-1)  # sum_e dy h_t
+                grad_x[:, t] = torch.bmm(B[:, t].unsqueeze(1), g, out=row).squeeze(1)  # sum_n B g
+                grad_B[:, t] = torch.mul(g, x[:, t].unsqueeze(1), out=work).sum(-1)  # sum_e x g
                 # dL/d(Δ_t A) = g_t h_{t-1} exp(Δ_t A): to Δ_t through A, to A through Δ_t
                 torch.mul(g, H[t - t0 - 1] if t > t0 else checkpoints[c], out=work).mul_(D[t - t0])
-                grad_A_per_row.addcmul_(work, delta[:, t].unsqueeze(-1))
-                grad_delta[:, t] = torch.mv(work.mul_(A).view(Bsz * E, N), ones).view(Bsz, E)
+                grad_A_per_row.addcmul_(work, delta[:, t].unsqueeze(1))
+                grad_delta[:, t] = work.mul_(A_t).sum(1)
                 g, g_next = g_next, g
             decay_next.copy_(D[0])  # exp(Δ_{t0} A), which the chunk before needs and will overwrite
-        grad_h0 = g_next * decay_next if ctx.has_h0 else None  # g_0 exp(Δ_0 A)
-        return grad_x, grad_delta, grad_A_per_row.sum(0), grad_B, grad_C, grad_h0
+        grad_h0 = (g_next * decay_next).transpose(1, 2) if ctx.has_h0 else None  # g_0 exp(Δ_0 A)
+        return grad_x, grad_delta, grad_A_per_row.sum(0).t(), grad_B, grad_C, grad_h0
 
 
 class SelectiveSSM(nn.Module):
     def __init__(self, d_model: int, d_state: int = 16, expand: int = 2, d_conv: int = 4,
                  dt_rank: int | None = None, dt_min: float = 1e-3, dt_max: float = 0.1,
-                 selective: bool = True, scan: str | None = None, cpu_time_chunk: int | None = 256):
+                 selective: bool = True, scan: str | None = None, cpu_time_chunk: int | None = 256,
+                 scan_chunk: int | None = 256):
         super().__init__()
+        # The materialised path (the GPU's, and the time-invariant control's) builds (B, K, E, N)
+        # coefficients for K = scan_chunk steps at a time (`_materialised_scan`); None: the whole window
+        self.scan_chunk = scan_chunk
         # On a CPU a long sequence runs in pieces of this many steps carrying the state, as
         # `seqbench.nn.min_rnn` does and for its reason (glibc page-faults every buffer over 32 MiB
         # afresh): at B 16, width 256, T = 2,048 one layer's fwd+bwd ran ~1.7x faster (pieces of 128
@@ -175,14 +191,9 @@ class SelectiveSSM(nn.Module):
         return y + self.D * u, h_last
 
     def _conv(self, u: Tensor, conv_state: Tensor | None) -> tuple[Tensor, Tensor]:
-        """Causal depthwise conv of u (B, T, E): the kernel sees the step and the kernel-1 before it,
-        taken from conv_state (zeros at the start). -> (SiLU(conv) (B, T, E), new conv_state)."""
-        u = u.transpose(1, 2)  # (B, E, T)
-        if conv_state is None:
-            u = F.pad(u, (self.d_conv - 1, 0))
-        else:
-            u = torch.cat([conv_state, u], dim=-1)
-        return F.silu(self.conv(u)).transpose(1, 2), u[..., u.shape[-1] - (self.d_conv - 1):]
+        """-> (SiLU(causal conv of u) (B, T, E), new conv_state), by `causal_conv`."""
+        u, conv_state = causal_conv(self.conv, u, conv_state)
+        return F.silu(u), conv_state
 
     def forward(self, x: Tensor, state: SSMState | None = None) -> tuple[Tensor, SSMState]:
         """x (B, T, D) -> (out (B, T, D), state after the last step); `state` from a previous chunk."""
@@ -201,12 +212,36 @@ class SelectiveSSM(nn.Module):
         if self.selective and (self.scan or default_method(x.device)) == "loop":
             y, h_last = self._fused_scan(u, None if state is None else state[1])
             return self.out_proj(y * F.silu(z)), (conv_state, h_last)
-        a, b, C = self._coefficients(u)  # (B, T, E, N)
-        B_, T, E, N = b.shape
-        h0 = None if state is None else state[1].reshape(B_, E * N)
-        h = linear_scan(a.reshape(B_, T, E * N), b.reshape(B_, T, E * N), h0, self.scan).view(B_, T, E, N)
-        y = (h * C).sum(-1) + self.D * u  # (B, T, E)
-        return self.out_proj(y * F.silu(z)), (conv_state, h[:, -1])
+        y, h_last = self._materialised_scan(u, None if state is None else state[1])
+        y = y + self.D * u  # (B, T, E)
+        return self.out_proj(y * F.silu(z)), (conv_state, h_last)
+
+    def _materialised_scan(self, u: Tensor, h: Tensor | None) -> tuple[Tensor, Tensor]:
+        """y_t = C_t · h_t (B, T, E) and h_T by `linear_scan` over the (B, K, E, N) coefficients of
+        `scan_chunk` = K steps at a time, the state carried from piece to piece. With more than one
+        piece each runs under activation checkpointing: the forward keeps only a piece's input and the
+        state entering it, and the backward recomputes one piece's coefficients and states at a time, so
+        nothing of size (B, T, E, N) is ever held (35 GiB at T = 8,192, B 16, width 256 in float32)."""
+        T = u.shape[1]
+        K = self.scan_chunk or T
+        if T <= K:
+            return self._scan_piece(u, h)
+        ys = []
+        for start in range(0, T, K):
+            if torch.is_grad_enabled():
+                y, h = checkpoint(self._scan_piece, u[:, start:start + K], h, use_reentrant=False)
+            else:
+                y, h = self._scan_piece(u[:, start:start + K], h)
+            ys.append(y)
+        return torch.cat(ys, dim=1), h
+
+    def _scan_piece(self, u: Tensor, h0: Tensor | None) -> tuple[Tensor, Tensor]:
+        """One piece of `_materialised_scan`: u (B, K, E), h0 (B, E, N) or None -> (y (B, K, E), h_K)."""
+        a, b, C = self._coefficients(u)  # (B, K, E, N)
+        B_, K, E, N = b.shape
+        h0 = None if h0 is None else h0.reshape(B_, E * N)
+        h = linear_scan(a.reshape(B_, K, E * N), b.reshape(B_, K, E * N), h0, self.scan).view(B_, K, E, N)
+        return (h * C).sum(-1), h[:, -1]
 
     def step(self, x_t: Tensor, state: SSMState | None = None) -> tuple[Tensor, SSMState]:
         """One token: x_t (B, D) -> (out_t (B, D), new state), the recurrence the kernel fuses."""

@@ -9,7 +9,8 @@ A page marks each table with the record it shows, relative to the page:
     ...table, rewritten by this command...
     <!-- /layer-bench -->
 
-and each check of issue 35's targets (`TARGETS`) against a record with `<!-- layer-targets: ... -->`.
+and each check of issue 35's targets (`TARGETS`) against a record with `<!-- layer-targets: ... -->`, of
+issue 69's (`TARGETS_69`) with `<!-- layer-targets-69: ... -->`.
 The other benchmarks' records have their own markers: `generation-bench` (seqbench.analysis.
 generation_bench: generation tokens/s against the prompt's length), `train-bench` and `train-targets`
 (`python -m seqbench.analysis.bench --out DIR`'s `bench.json`: a whole model's training step).
@@ -31,7 +32,7 @@ from pathlib import Path
 
 from seqbench.tables import table
 
-BLOCK = re.compile(r"(<!-- (?P<kind>layer-bench|layer-targets|generation-bench|train-bench|train-targets): "
+BLOCK = re.compile(r"(<!-- (?P<kind>layer-bench|layer-targets-69|layer-targets|generation-bench|train-bench|train-targets): "
                    r"(?P<path>\S+) -->\n)(?P<body>.*?)(<!-- /(?P=kind) -->)", re.S)
 # issue 35's targets: (device, method, reference, lengths, least ratio); a ratio is method / reference
 # tokens/s at the same T in the same run
@@ -42,6 +43,16 @@ TARGETS = [
     ("cpu", "minlstm_loop", "attention_flash", (512,), 1.7), ("cpu", "minlstm_loop", "attention_flash", (2048,), 2.5),
     ("cpu", "ssm_loop", "lstm_fused", (512, 2048), 0.5),
     ("cuda", "mingru_doubling", "lstm_fused", (512,), 1.0), ("cuda", "mingru_doubling", "lstm_fused", (2048, 8192), 3.0),
+]
+# issue 69's (`<!-- layer-targets-69: ... -->`): Mamba-2's SSD and the Mamba-1 block against the fused LSTM
+# and the public pure-PyTorch peers; a target of None shows the ratio without judging it (SSD against the
+# ssd_minimal reference: the same block, only the SSD's implementation differs)
+TARGETS_69 = [
+    ("cpu", "ssd_chunked", "lstm_fused", (512,), 1.5), ("cpu", "ssd_chunked", "lstm_fused", (2048,), 2.0),
+    ("cpu", "ssm_loop", "lstm_fused", (512, 2048), 0.5), ("cpu", "ssm_loop", "mambapy_pscan", (512, 2048), 5.0),
+    ("cpu", "ssd_chunked", "ssd_minimal", (512, 2048), None),
+    ("cuda", "ssd_chunked", "lstm_fused", (2048, 8192), 3.0), ("cuda", "ssm_doubling", "lstm_fused", (2048,), 1.0),
+    ("cuda", "ssm_doubling", "mambapy_pscan", (2048,), 5.0), ("cuda", "ssd_chunked", "ssd_minimal", (2048,), None),
 ]
 # issue 35's whole-model target: `model=mingru data=shakespeare_char` >= 1.2x `model=lstm` in training tokens/s
 # at the same width and layers (the LSTM preset's 2 x 221), at the presets' training window (bptt 64)
@@ -63,8 +74,15 @@ def render(record: dict) -> str:
     caption = (f"*{_where(record)}; torch {record['torch']}; {'bf16 autocast' if record['bf16'] else 'float32'}; "
                f"B = {record['batch']}, D = {record['width']}; median of {record['repeats']} after "
                f"{record['warmup']} warm-up, {clock} clock; {record['date']}; "
-               f"`{record['command'].replace(' --out results.json', '')}`.*")
+               f"`{record['command'].replace(' --out results.json', '')}`{_peers(record)}.*")
     return _grid(caption, record["results"], "method", "T", _cell)
+
+
+def _peers(record: dict) -> str:
+    """The peers' versions a record names (issue 69's runs and later)."""
+    peers = record.get("peers") or {}
+    named = [f"{name} {peers[name]}" for name in ("mambapy", "mamba_ssm") if peers.get(name)]
+    return f"; peers: {', '.join(named)}" if named else ""
 
 
 def _where(record: dict) -> str:
@@ -89,6 +107,12 @@ def render_targets(record: dict) -> str:
     return _targets(tps, [t[1:] for t in TARGETS if t[0] == record["device"]])
 
 
+def render_targets_69(record: dict) -> str:
+    """Issue 69's layer targets for the record's device (the SSD, the Mamba-1 block, the peers)."""
+    tps = {(r["method"], r["T"]): r["tokens_per_s"] for r in record["results"] if r["status"] == "ok"}
+    return _targets(tps, [t[1:] for t in TARGETS_69 if t[0] == record["device"]])
+
+
 def render_train_targets(record: dict) -> str:
     """Issue 35's whole-model training target against a `seqbench.analysis.bench` record."""
     tps = {(r["family"], r["length"]): r["tokens_per_s"] for r in record["results"] if r["status"] == "ok"}
@@ -101,10 +125,15 @@ def _targets(tps: dict, targets: list[tuple]) -> str:
         for t in lengths:
             if (method, t) in tps and (ref, t) in tps:
                 ratio = tps[method, t] / tps[ref, t]
-                rows.append([method, ref, f"{t:,}", f"≥ {least:g}x", f"{ratio:.2f}x", "yes" if ratio >= least else "**no**"])
+                met = "–" if least is None else "yes" if ratio >= least else "**no**"
+                rows.append([method, ref, f"{t:,}", _least(least), f"{ratio:.2f}x", met])
             else:
-                rows.append([method, ref, f"{t:,}", f"≥ {least:g}x", "not measured", "–"])
+                rows.append([method, ref, f"{t:,}", _least(least), "not measured", "–"])
     return table(["method", "against", "T", "target", "measured", "met"], rows, align="llrrrl") + "\n"
+
+
+def _least(least: float | None) -> str:
+    return "none" if least is None else f"≥ {least:g}x"
 
 
 def render_generation(record: dict) -> str:
@@ -153,7 +182,8 @@ def render_train(record: dict) -> str:
                  "preset")
 
 
-RENDERERS = {"layer-bench": render, "layer-targets": render_targets, "generation-bench": render_generation,
+RENDERERS = {"layer-bench": render, "layer-targets": render_targets, "layer-targets-69": render_targets_69,
+             "generation-bench": render_generation,
              "train-bench": render_train, "train-targets": render_train_targets}
 
 

@@ -134,12 +134,15 @@ def _lm_run_with(path, root):
 
 # every command that reads a checkpoint (grep load_weights / load_checkpoint / check_checkpoint in
 # src/seqbench/analysis); src/train.py and src/eval.py are tested above
-@pytest.mark.parametrize("command", ["gradient_flow", "pictures", "copy_positions", "alignments", "vit_pictures",
-                                     "context_usage"])
+# the modules named in full, so that the README's command lines find the test that runs them
+@pytest.mark.parametrize("command", ["seqbench.analysis.gradient_flow", "seqbench.analysis.pictures",
+                                     "seqbench.analysis.copy_positions", "seqbench.analysis.alignments",
+                                     "seqbench.analysis.vit_pictures", "seqbench.analysis.context_usage"])
 def test_analysis_commands_refuse(command, payload, tmp_path, capsys):
     import importlib
 
     path, marker = payload
+    command = command.rsplit(".", 1)[-1]
     if command == "context_usage":  # a run directory of its own, given as a .ckpt inside it
         path = _lm_run_with(path, tmp_path / "lm_run")
     sweep = str(_sweep_with(path, tmp_path / "sweep"))

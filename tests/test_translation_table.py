@@ -268,7 +268,7 @@ def test_translations_that_are_not_the_runs_own_or_score_other_references_stop_t
     refs = [f"A dog runs across the {w} field, number {i}." for i, w in enumerate(["green", "wide", "open", "wet"] * 5)]
     outputs = {"transformer": [refs, refs], "bahdanau": [[r.replace("runs", "walks") for r in refs]] * 2}
     jobs = _runs_on_disk(tmp_path / "a", refs, outputs, logged={("bahdanau", 2): 99.0})
-    with pytest.raises(ValueError, match="bahdanau2: its translations score BLEU .*, its metrics.json 99.000"):
+    with pytest.raises(ValueError, match="bahdanau2: its translations score BLEU .*, its record 99.000"):
         tt.gap_rows(jobs, tv.bleu_rows(jobs))
     jobs = _runs_on_disk(tmp_path / "b", refs, {"transformer": [refs[::-1], refs], "bahdanau": outputs["bahdanau"]},
                          references={("transformer", 1): refs[::-1]})

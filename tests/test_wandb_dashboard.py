@@ -48,7 +48,7 @@ def test_offline_run_holds_best_values_panel_keys_samples_and_checkpoints(tmp_pa
     assert run.summary["tested_checkpoint"] == metrics["tested_checkpoint"]
 
     # config: what a parallel-coordinates or scatter panel is drawn from
-    expected = {"family": "gru", "architecture": "lstm", "preset": "ptb/gru", "recipe": "lm/gru", "corpus": "ptb",
+    expected = {"family": "gru", "architecture": "gru", "preset": "ptb/gru", "recipe": "lm/gru", "corpus": "ptb",
                 "task": "lm", "params": metrics["params"], "params_non_embedding": metrics["params_non_embedding"],
                 "train_flops": metrics["train/flops"]}
     assert {k: run.config.get(k, "missing") for k in expected} == expected

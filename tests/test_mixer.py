@@ -159,10 +159,12 @@ def test_a_mixer_without_a_formula_is_measured_as_a_training_step_counts():
     leaky = MixerModel(TaskSpec("lm", vocab_size=V), torch.optim.SGD, mixer="test_mixer:Leaky", d_model=24, num_layers=2)
     assert leaky.flops_source == "measured"
     assert leaky.flops_per_token(16) == pytest.approx(counted_per_token(leaky, V), rel=0.01)
-    # the built-in SSM as a mixer: measured, it agrees with its formula (seqbench.nn.flops)
-    ssm = MixerModel(TaskSpec("lm", vocab_size=V), torch.optim.SGD, mixer="seqbench.nn.ssm:SelectiveSSM", d_model=24,
-                     num_layers=2, mixer_options={"d_state": 4})
-    assert ssm.flops_per_token(16) == pytest.approx(parallel_recurrent_train_flops("ssm", 24, 2, V, d_state=4), rel=0.01)
+    # the built-in minGRU as a mixer: measured, it agrees with its formula (seqbench.nn.flops). minGRU, not
+    # the SSM: the counter sees only matmuls, and all of minGRU's formula is matmuls, while the SSM's formula
+    # also counts its scan and depthwise conv, which run as element-wise multiply-adds the counter cannot see
+    mingru = MixerModel(TaskSpec("lm", vocab_size=V), torch.optim.SGD, mixer="seqbench.nn.min_rnn:MinGRU", d_model=24,
+                        num_layers=2, mixer_options={"hidden_size": 24})
+    assert mingru.flops_per_token(16) == pytest.approx(parallel_recurrent_train_flops("mingru", 24, 2, V), rel=0.01)
     formula = MixerModel(TaskSpec("lm", vocab_size=V), torch.optim.SGD, mixer="test_mixer:Formula", d_model=24, num_layers=2)
     assert formula.flops_source == "formula" and formula.flops_per_token(16) == 2 * 1000 + 3 * 2 * 24 * V
 

@@ -53,7 +53,8 @@ SWEEPS = {"ptb_families": ("ptb", ()), "shakespeare_families": ("shakespeare", (
           "tune_frontier": ("frontier/shakespeare", ()), "tune_frontier_ptb": ("frontier/ptb", ()),
           "frontier_enwik8": ("frontier/enwik8", ()), "tune_frontier_enwik8": ("frontier/enwik8", ()),
           "long_range_lr": ("probe", ()),
-          "long_range_copy": ("probe", ("lstm_fb1",)), "long_range_recall": ("probe", ("lstm_fb1", "transformer_causal"))}
+          "long_range_copy": ("probe", ("lstm_fb1",)), "long_range_recall": ("probe", ("lstm_fb1", "transformer_causal")),
+          "mqar": ("mqar", ())}
 
 
 # the committed records of the comparisons the compared families run in (the equal-budget search, the frontier

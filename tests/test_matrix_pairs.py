@@ -36,6 +36,8 @@ DATA_ARGS = {
     "pretrain_text": ["data.source=ptb", "data.max_pairs=64", "data.vocab_size=300", "data.max_len=32"],
     "multi30k": SUBWORDS, "multi30k_span": SUBWORDS,
     "copy": PROBE, "selective_copy": PROBE, "adding": PROBE, "recall": PROBE,
+    "mqar": ["data.vocab_size=64", "data.seq_len=16", "data.num_kv_pairs=2", "data.train_examples=32",
+             "data.batch_size=16", "data.val_examples=32", "data.eval_batch_size=32", "data.test_examples=32"],
     "mnist": ["data.train_size=256", "data.eval_batch_size=100"],
     "cifar10": ["data.eval_batch_size=4"],
     "enwik8": ["data.eval_bytes_valid=4096", "data.eval_bytes_test=4096"],  # a validation step, not a 5 MB split's windows

@@ -37,7 +37,8 @@ def seeded(*key: int) -> torch.Generator:
     return torch.Generator().manual_seed(int(np.random.SeedSequence(list(key)).generate_state(1)[0]))
 
 
-def _rows(batch: dict, rank: int, world: int) -> dict:
+def rank_rows(batch: dict, rank: int, world: int) -> dict:
+    """Rank r's rows [r B/W, (r+1) B/W) of a global batch of B: W processes see what one process would."""
     n = next(iter(batch.values())).size(0)
     rows = slice(rank * n // world, (rank + 1) * n // world)
     return {k: v[rows] for k, v in batch.items()}
@@ -62,7 +63,7 @@ class FreshBatches(IterableDataset):
         start, self.start = self.start, 0
         for b in range(start, self.num_batches):
             batch = self.make(self.batch_size, seeded(self.seed, SPLIT_IDS["train"], epoch, b))
-            yield {**_rows(batch, self.rank, self.world_size), "window": b}
+            yield {**rank_rows(batch, self.rank, self.world_size), "window": b}
 
 
 class FixedBatches(IterableDataset):
@@ -78,7 +79,7 @@ class FixedBatches(IterableDataset):
     def __iter__(self):
         for b in range(len(self)):
             batch = {k: v[b * self.batch_size : (b + 1) * self.batch_size] for k, v in self.data.items()}
-            yield _rows(batch, self.rank, self.world_size)
+            yield rank_rows(batch, self.rank, self.world_size)
 
 
 class ProbeDataModule(EpochPlace, L.LightningDataModule):

@@ -10,6 +10,12 @@ Where the data says its tokens are bytes or characters (`spec.extras["token_unit
 validation and test scores are also logged in bits per token (`val/bpc`, `test/bpc`: the same mean NLL in
 nats divided by ln 2), the unit the character-level papers report. Corpora that do not say so (PTB, Tiny
 Shakespeare) log what they always did.
+
+Sparse targets (`spec.extras["sparse_targets"]`: MQAR, `seqbench.data.mqar`, scores the values at its
+queries and ignores every other position): loss and perplexity are those of the scored targets as above,
+the next-token accuracy over the same targets is added (`stage/acc`, torchmetrics' micro accuracy, so
+exact under DDP), and a step's tokens (throughput, `curve/tokens`, the FLOPs counted from them) are the
+positions read, every one of which the model computes, not the few that are scored.
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 from torchmetrics import MeanMetric
+from torchmetrics.classification import MulticlassAccuracy
 
 from seqbench.data.streams import IGNORE_INDEX
 from seqbench.tasks.samples import one_line, until_eos
@@ -55,17 +62,29 @@ class LanguageModelling(nn.Module):
 
     @classmethod
     def from_spec(cls, spec) -> "LanguageModelling":
-        return cls(bits=(spec.extras or {}).get("token_unit") in BIT_UNITS)
+        extras = spec.extras or {}
+        return cls(bits=extras.get("token_unit") in BIT_UNITS,
+                   accuracy_classes=spec.vocab_size if extras.get("sparse_targets") else None)
 
-    def __init__(self, bits: bool = False) -> None:
+    def __init__(self, bits: bool = False, accuracy_classes: int | None = None) -> None:
+        """`bits`: also log val/bpc and test/bpc; `accuracy_classes`: the vocabulary, on data with sparse
+        targets (the module docstring); None otherwise."""
         super().__init__()
         # one metric object per stage (ModuleDict keys may not be "train": nn.Module.train exists)
         self.train_nll, self.val_nll, self.test_nll = (MeanMetric().set_dtype(torch.float64) for _ in STAGES)
-        self.bits = bits  # also log val/bpc and test/bpc
+        self.bits = bits
         if bits:
             self.directions = {**self.directions, "bpc": "min"}
+        self.sparse = accuracy_classes is not None
+        if self.sparse:
+            for stage in STAGES:
+                setattr(self, f"{stage}_acc", MulticlassAccuracy(accuracy_classes, average="micro",
+                                                                 ignore_index=IGNORE_INDEX))
+            self.directions = {**self.directions, "acc": "max"}
 
     def count_tokens(self, batch: dict) -> int:
+        if self.sparse:  # every position is read and computed, though only a few are scored
+            return batch["input"].numel()
         return int((batch["target"] != IGNORE_INDEX).sum())
 
     def step(self, model, batch: dict, stage: str) -> torch.Tensor:
@@ -73,6 +92,8 @@ class LanguageModelling(nn.Module):
         nll, n = token_nll(logits, batch["target"])
         loss = nll / n.clamp_min(1)
         self.nll(stage).update(loss.detach(), weight=n)
+        if self.sparse:
+            self.acc(stage).update(logits.detach().argmax(-1), batch["target"])
         if stage == "train":
             model.log("train/loss", loss, prog_bar=True)
             model.log("train/ppl", loss.detach().exp(), prog_bar=True)
@@ -87,14 +108,21 @@ class LanguageModelling(nn.Module):
     def nll(self, stage: str) -> MeanMetric:
         return getattr(self, f"{stage}_nll")
 
+    def acc(self, stage: str) -> MulticlassAccuracy:
+        return getattr(self, f"{stage}_acc")
+
     def reset(self, stage: str) -> None:
         self.nll(stage).reset()
+        if self.sparse:
+            self.acc(stage).reset()
 
     def epoch_end(self, model, stage: str) -> None:
         metric = self.nll(stage)
         if self.bits and stage != "train" and metric.update_count:  # before log_perplexity resets it
             model.log(f"{stage}/bpc", metric.compute().float() / math.log(2), sync_dist=True)
-        log_perplexity(model, metric, stage)
+        if log_perplexity(model, metric, stage) and self.sparse:
+            model.log(f"{stage}/acc", self.acc(stage).compute(), sync_dist=True, prog_bar=stage == "val")
+            self.acc(stage).reset()
 
     def samples(self, model, batch: dict, n: int, prompt_len: int = 12, new_tokens: int = 30):
         """Greedy continuations of the first `prompt_len` tokens of the first `n` validation rows

@@ -183,7 +183,7 @@ def test_a_mixer_preset_solves_its_width_when_the_run_starts(tmp_path):
 
 
 def test_a_language_model_mixer_says_its_flops_were_measured(tmp_path):
-    out = run_cli([*TINY, "model.mixer=seqbench.nn.ssm:SelectiveSSM", *TEXT, "budget.flops=1e9", "budget.evals=1"],
+    out = run_cli([*TINY, "model.mixer=seqbench.nn.ssm:SelectiveSSM", *TEXT, "budget.flops=2e6", "budget.evals=1"],
                   tmp_path)
     assert out.returncode == 0, out.stderr[-3000:]
     (path,) = tmp_path.rglob("metrics.json")

@@ -251,6 +251,31 @@ def test_every_family_reads_a_row_left_to_right(family, tmp_path):
     torch.testing.assert_close(after[1:], base[1:], rtol=0, atol=1e-6)  # rows are independent
 
 
+@pytest.mark.parametrize("family", compared())
+def test_the_head_at_the_scored_positions_gives_the_full_heads_loss_and_gradients(family, tmp_path):
+    """The task's step (the output layer at the queried positions alone) against the full head's logits with
+    the other positions ignored: the same loss and the same gradient of every parameter, family by family."""
+    datamodule, model = _family(family, tmp_path)
+    assert model.head_at_positions
+    batch = {k: v[:8] for k, v in datamodule.split("val").items()}
+    task = LanguageModelling.from_spec(datamodule.spec)
+
+    def gradients(loss: torch.Tensor) -> list[torch.Tensor]:
+        model.zero_grad()
+        loss.backward()
+        return [torch.zeros_like(p) if p.grad is None else p.grad.clone() for p in model.parameters()]
+
+    at_queries = task.step(model, batch, "val")
+    sparse = gradients(at_queries)
+    full_logits = model.lm_logits(batch, "val")  # (B, T, V)
+    assert full_logits.shape[:2] == batch["target"].shape
+    full = torch.nn.functional.cross_entropy(full_logits.flatten(0, 1), batch["target"].flatten(),
+                                             ignore_index=IGNORE_INDEX)
+    torch.testing.assert_close(at_queries, full, rtol=1e-6, atol=1e-6)
+    for a, b in zip(sparse, gradients(full)):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-7)
+
+
 def test_a_recurrent_family_starts_every_training_batch_from_a_zero_state(tmp_path):
     """A training batch goes to the model as the data module hands it on (its place in the epoch taken off):
     the LSTM's logits on the epoch's second batch are those of a fresh read, not carried on from the first

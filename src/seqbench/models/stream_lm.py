@@ -34,11 +34,16 @@ class StreamLM(SeqModel):
         super().__init__(*args, **kwargs)
         self._state: dict[str, object] = {}
 
-    def lm_logits(self, batch: dict, stage: str) -> torch.Tensor:
+    #: `lm_logits` takes `positions`: the output layer at the scored positions alone (`seqbench.nn.positions_scored`)
+    head_at_positions = True
+
+    def lm_logits(self, batch: dict, stage: str, positions: torch.Tensor | None = None) -> torch.Tensor:
+        """Logits (B, T, V) of the batch's window, or (N, V) at the N True `positions` (B, T); the state
+        carries on to the stage's next window either way."""
         tokens = batch["input"]
         state = None if batch.get("window", 0) == 0 else self._state.get(stage)
         state = map_state(lambda s: s.to(tokens.device), state)  # a resumed state arrives on the CPU
-        logits, state = self.net(tokens, state)
+        logits, state = self.net(tokens, state, positions=positions)
         self._state[stage] = detach_state(state)
         return logits
 

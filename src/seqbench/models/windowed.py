@@ -54,8 +54,12 @@ class WindowedLM(SeqModel):
         return context
 
     # -- lm ---------------------------------------------------------------------------------------
-    def lm_logits(self, batch: dict, stage: str) -> torch.Tensor:
-        return self.net(batch["input"])  # (B, T, V)
+    #: `lm_logits` takes `positions`: the output layer at the scored positions alone (`seqbench.nn.positions_scored`)
+    head_at_positions = True
+
+    def lm_logits(self, batch: dict, stage: str, positions: torch.Tensor | None = None) -> torch.Tensor:
+        """Logits (B, T, V) of the window, or (N, V) at the N True `positions` (B, T)."""
+        return self.net(batch["input"], positions=positions)
 
     def next_token_logits(self, tokens: torch.Tensor) -> torch.Tensor:
         """tokens (B, T) -> logits (B, V) of the next token, read as trained: the last `context` tokens

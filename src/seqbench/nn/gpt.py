@@ -28,6 +28,7 @@ from seqbench.nn.flops import attention_forward_flops, train_flops
 from seqbench.nn.kv_cache import new_cache, past_length
 from seqbench.nn.positions import LearnedPositions
 from seqbench.nn.transformer import TransformerStack
+from seqbench.nn.positions_scored import at_positions
 
 
 @dataclass
@@ -81,8 +82,9 @@ class GPT(nn.Module):
         h = self.tok_emb(x) + self.pos_emb(T, past_length(cache))  # (B, T, C) + (T, C)
         return self.blocks(self.drop(h), causal=True, key_padding_mask=key_padding_mask, cache=cache)  # (B, T, C)
 
-    def forward(self, tokens: Tensor, cache: list[dict] | None = None) -> Tensor:
-        return self.lm_head(self.features(tokens, cache=cache))  # (B, T, V)
+    def forward(self, tokens: Tensor, cache: list[dict] | None = None, positions: Tensor | None = None) -> Tensor:
+        """tokens (B, T) -> logits (B, T, V); with `positions` (B, T) bool, the head at those alone: (N, V)."""
+        return self.lm_head(at_positions(self.features(tokens, cache=cache), positions))
 
     def new_cache(self) -> list[dict]:
         return new_cache(self.cfg.n_layer)

@@ -25,6 +25,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from seqbench.nn.scan import default_method, linear_scan, log_space_scan, scan_step, without_autocast
+from seqbench.nn.time_pieces import in_time_pieces
 
 
 def g(x: Tensor) -> Tensor:
@@ -101,24 +102,12 @@ class _MinRNN(nn.Module):
         super().__init__()
         self.hidden_size = hidden_size
         self.scan = scan  # None: the device's fastest (seqbench.nn.scan.default_method)
-        # On a CPU a long sequence runs in pieces of this many steps, each starting from the last
-        # state of the one before (the same numbers: the scan is sequential anyway). glibc serves
-        # a buffer over 32 MiB by mmap, page-faulting it afresh on every allocation; at B 16 and
-        # width 256 a whole T = 2,048 is over that and a piece of 512 is under: one layer's fwd+bwd
-        # ran 1.2-1.25x faster that way (minGRU and minLSTM, one thread; 256 and 128 were slower).
-        self.cpu_time_chunk = cpu_time_chunk
+        self.cpu_time_chunk = cpu_time_chunk  # steps a CPU piece holds (seqbench.nn.time_pieces says why)
         self.proj = nn.Linear(input_size, self.n_gates * hidden_size)
 
     def forward(self, x: Tensor, h0: Tensor | None = None) -> tuple[Tensor, Tensor]:
         """x (B, T, input_size), h0 (B, hidden) or None (zeros) -> (h (B, T, hidden), h_T)."""
-        piece = self.cpu_time_chunk if x.device.type == "cpu" else None
-        if piece is None or x.shape[1] <= piece:
-            return self._forward(x, h0)
-        pieces, h = [], h0
-        for start in range(0, x.shape[1], piece):
-            states, h = self._forward(x[:, start:start + piece], h)
-            pieces.append(states)
-        return torch.cat(pieces, dim=1), h
+        return in_time_pieces(self._forward, x, h0, self.cpu_time_chunk)
 
     def _forward(self, x: Tensor, h0: Tensor | None) -> tuple[Tensor, Tensor]:
         k = self.proj(x)  # (B, T, n_gates * hidden)

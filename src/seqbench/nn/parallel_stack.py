@@ -29,6 +29,7 @@ from seqbench.nn.mixer import MixerLayer, resolve
 from seqbench.nn.recurrent_encoder import masked_pool
 from seqbench.nn.ssd import SSD
 from seqbench.nn.ssm import ResidualBlock, SelectiveSSM
+from seqbench.nn.positions_scored import at_positions
 
 def _min_rnn(cls) -> Callable[..., nn.Module]:
     return lambda d_model, scan=None, **_: cls(d_model, d_model, scan)  # no SSM options: they have no state size
@@ -112,10 +113,12 @@ class ParallelLM(nn.Module):
         out, state = self.stack(self.dropout(self.embedding(tokens)), state)
         return self.dropout(out), state
 
-    def forward(self, tokens: Tensor, state: tuple | None = None) -> tuple[Tensor, tuple]:
-        """tokens (B, T) -> logits (B, T, V) and the state after the last token (the parallel form)."""
+    def forward(self, tokens: Tensor, state: tuple | None = None,
+                positions: Tensor | None = None) -> tuple[Tensor, tuple]:
+        """tokens (B, T) -> logits (B, T, V) and the state after the last token (the parallel form); with
+        `positions` (B, T) bool, the decoder at those alone: (N, V)."""
         out, state = self.hidden_states(tokens, state)
-        return self.decoder(out), state
+        return self.decoder(at_positions(out, positions)), state
 
     def last_logits(self, tokens: Tensor, state: tuple | None = None) -> tuple[Tensor, tuple]:
         """tokens (B, T) -> logits (B, V) of the token after them (the decoder on the last step only)."""

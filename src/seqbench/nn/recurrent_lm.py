@@ -26,6 +26,7 @@ from seqbench.nn.awd import (LockedDropout, activation_penalty, drop_recurrent_w
                              word_dropout)
 from seqbench.nn.cells import make_rnn
 from seqbench.nn.flops import recurrent_forward_flops, train_flops
+from seqbench.nn.positions_scored import at_positions
 
 
 class RecurrentLM(nn.Module):
@@ -80,10 +81,11 @@ class RecurrentLM(nn.Module):
             nn.init.uniform_(self.embedding.weight, -0.1, 0.1)
             nn.init.zeros_(self.decoder.bias)
 
-    def forward(self, tokens: Tensor, state=None) -> tuple[Tensor, object]:
-        """tokens (B, T) -> logits (B, T, V) and the final state for the next window."""
+    def forward(self, tokens: Tensor, state=None, positions: Tensor | None = None) -> tuple[Tensor, object]:
+        """tokens (B, T) -> logits (B, T, V) and the final state for the next window; with `positions`
+        (B, T) bool, the decoder at those alone: (N, V)."""
         out, state = self.hidden_states(tokens, state)
-        return self.decoder(out), state
+        return self.decoder(at_positions(out, positions)), state
 
     def hidden_states(self, tokens: Tensor, state=None) -> tuple[Tensor, object]:
         """tokens (B, T) -> the top layer's outputs (B, T, H) after output dropout, and the final state."""

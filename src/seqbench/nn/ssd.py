@@ -36,6 +36,7 @@ from torch import Tensor, nn
 
 from seqbench.nn.scan import without_autocast
 from seqbench.nn.causal_conv import causal_conv
+from seqbench.nn.time_pieces import in_time_pieces
 
 SSDState = tuple[Tensor, Tensor]  # (conv inputs (B, E + 2 G N, kernel - 1), h (B, H, P, N))
 
@@ -214,14 +215,7 @@ class SSD(nn.Module):
 
     def forward(self, x: Tensor, state: SSDState | None = None) -> tuple[Tensor, SSDState]:
         """x (B, T, D) -> (out (B, T, D), state after the last step); `state` from a previous window."""
-        piece = self.cpu_time_chunk if x.device.type == "cpu" else None
-        if piece is None or x.shape[1] <= piece:
-            return self._forward(x, state)
-        outs = []
-        for start in range(0, x.shape[1], piece):
-            out, state = self._forward(x[:, start:start + piece], state)
-            outs.append(out)
-        return torch.cat(outs, dim=1), state
+        return in_time_pieces(self._forward, x, state, self.cpu_time_chunk)
 
     def _forward(self, x: Tensor, state: SSDState | None) -> tuple[Tensor, SSDState]:
         Bsz, T, _ = x.shape

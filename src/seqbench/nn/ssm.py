@@ -31,6 +31,7 @@ from torch.utils.checkpoint import checkpoint
 
 from seqbench.nn.causal_conv import causal_conv
 from seqbench.nn.scan import default_method, linear_scan, scan_step, without_autocast
+from seqbench.nn.time_pieces import in_time_pieces
 
 SSMState = tuple[Tensor, Tensor]  # (conv inputs (B, E, kernel - 1), h (B, E, N))
 _LOG2E = math.log2(math.e)
@@ -197,14 +198,7 @@ class SelectiveSSM(nn.Module):
 
     def forward(self, x: Tensor, state: SSMState | None = None) -> tuple[Tensor, SSMState]:
         """x (B, T, D) -> (out (B, T, D), state after the last step); `state` from a previous chunk."""
-        piece = self.cpu_time_chunk if x.device.type == "cpu" else None
-        if piece is None or x.shape[1] <= piece:
-            return self._forward(x, state)
-        outs = []
-        for start in range(0, x.shape[1], piece):
-            out, state = self._forward(x[:, start:start + piece], state)
-            outs.append(out)
-        return torch.cat(outs, dim=1), state
+        return in_time_pieces(self._forward, x, state, self.cpu_time_chunk)
 
     def _forward(self, x: Tensor, state: SSMState | None) -> tuple[Tensor, SSMState]:
         u, z = self.in_proj(x).chunk(2, dim=-1)  # (B, T, E) each

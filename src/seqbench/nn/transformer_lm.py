@@ -31,6 +31,7 @@ from seqbench.nn.kv_cache import new_cache, past_length
 from seqbench.nn.positions import LearnedPositions, SinusoidalPositions
 from seqbench.nn.sampling import sample_next
 from seqbench.nn.transformer import TransformerStack
+from seqbench.nn.positions_scored import at_positions
 
 
 class TransformerLM(nn.Module):
@@ -79,8 +80,9 @@ class TransformerLM(nn.Module):
         h = self.embedding(x) * math.sqrt(self.d_model) + self.positions(T, past_length(cache))  # (B, T, C) + (T, C)
         return self.stack(self.drop(h), causal=causal, key_padding_mask=key_padding_mask, cache=cache)  # (B, T, C)
 
-    def forward(self, tokens: Tensor, cache: list[dict] | None = None) -> Tensor:
-        return self.head(self.features(tokens, causal=True, cache=cache))  # (B, T, V)
+    def forward(self, tokens: Tensor, cache: list[dict] | None = None, positions: Tensor | None = None) -> Tensor:
+        """tokens (B, T) -> logits (B, T, V); with `positions` (B, T) bool, the head at those alone: (N, V)."""
+        return self.head(at_positions(self.features(tokens, causal=True, cache=cache), positions))
 
     def new_cache(self) -> list[dict]:
         return new_cache(self.n_layer)

@@ -13,9 +13,12 @@ Shakespeare) log what they always did.
 
 Sparse targets (`spec.extras["sparse_targets"]`: MQAR, `seqbench.data.mqar`, scores the values at its
 queries and ignores every other position): loss and perplexity are those of the scored targets as above,
-the next-token accuracy over the same targets is added (`stage/acc`, torchmetrics' micro accuracy, so
-exact under DDP), and a step's tokens (throughput, `curve/tokens`, the FLOPs counted from them) are the
-positions read, every one of which the model computes, not the few that are scored.
+computed with the output layer at the scored positions alone where the family can (`head_at_positions`:
+the same loss and gradients, `seqbench.nn.positions_scored`), the next-token accuracy over the same targets
+is added (`stage/acc`, torchmetrics' micro accuracy, so exact under DDP), and a step's tokens (throughput,
+`curve/tokens`, the FLOPs counted from them) are the positions read, not the few that are scored. Those
+FLOPs are the families' formulas, which count the head at every position: on MQAR they overstate what a
+step computes by the head's share, alike for every family.
 """
 
 from __future__ import annotations
@@ -88,12 +91,17 @@ class LanguageModelling(nn.Module):
         return int((batch["target"] != IGNORE_INDEX).sum())
 
     def step(self, model, batch: dict, stage: str) -> torch.Tensor:
-        logits = model.lm_logits(batch, stage)  # (B, T, V)
-        nll, n = token_nll(logits, batch["target"])
+        target = batch["target"]
+        if self.sparse and getattr(model, "head_at_positions", False):  # the head at the scored positions alone
+            scored = target != IGNORE_INDEX
+            logits, target = model.lm_logits(batch, stage, positions=scored), target[scored]  # (N, V), (N,)
+        else:
+            logits = model.lm_logits(batch, stage)  # (B, T, V)
+        nll, n = token_nll(logits, target)
         loss = nll / n.clamp_min(1)
         self.nll(stage).update(loss.detach(), weight=n)
         if self.sparse:
-            self.acc(stage).update(logits.detach().argmax(-1), batch["target"])
+            self.acc(stage).update(logits.detach().argmax(-1), target)
         if stage == "train":
             model.log("train/loss", loss, prog_bar=True)
             model.log("train/ppl", loss.detach().exp(), prog_bar=True)
